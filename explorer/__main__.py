@@ -1,0 +1,224 @@
+"""Command line: train, eval, trace, translate, info. Bad input exits 2 with one line on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Sequence
+
+from .errors import ExplorerError
+
+ATTENTION_CHOICES = ("none", "dot", "scaled_dot", "additive")
+CELL_CHOICES = ("rnn", "gru", "lstm", "unshared")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"error: {message}\n")
+        raise SystemExit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m explorer", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    t = sub.add_parser("train", help="train a model on a toy task or a TSV of sentence pairs")
+    source = t.add_mutually_exclusive_group(required=True)
+    source.add_argument("--task", choices=("copy", "reverse", "sort", "dates"))
+    source.add_argument("--data", help="a TSV file: source<TAB>target[<TAB>attribution]")
+    t.add_argument("--out", required=True, help="checkpoint path (.safetensors is added if missing)")
+    t.add_argument("--name", help="model name stored in the checkpoint (default: the file's stem)")
+    t.add_argument("--attention", choices=ATTENTION_CHOICES, default="dot")
+    t.add_argument("--cell", choices=CELL_CHOICES, default="gru")
+    t.add_argument("--min-len", type=int, default=5)
+    t.add_argument("--max-len", type=int, default=15)
+    t.add_argument("--alphabet", default="0123456789")
+    t.add_argument("--embed", type=int, default=None)
+    t.add_argument("--hidden", type=int, default=None)
+    t.add_argument("--attn-dim", type=int, default=None)
+    t.add_argument("--layers", type=int, default=1)
+    t.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=None,
+                   help="bidirectional encoder (default: on for toy tasks and translation)")
+    t.add_argument("--dropout", type=float, default=0.0)
+    t.add_argument("--steps", type=int, default=None)
+    t.add_argument("--batch-size", type=int, default=None)
+    t.add_argument("--lr", type=float, default=None)
+    t.add_argument("--clip", type=float, default=1.0)
+    t.add_argument("--teacher-forcing", type=float, default=1.0)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--target-accuracy", type=float, default=None)
+    t.add_argument("--max-seconds", type=float, default=None)
+    t.add_argument("--eval-every", type=int, default=None)
+    t.add_argument("--eval-samples", type=int, default=None)
+    t.add_argument("--half", action="store_true", help="store weights in float16 (smaller file)")
+    t.add_argument("--src-lang", default=None, help="translation: source language code (default en)")
+    t.add_argument("--tgt-lang", default=None, help="translation: target language code (default: guessed)")
+    t.add_argument("--max-tokens", type=int, default=16, help="translation: longest sentence kept, in tokens")
+    t.add_argument("--min-freq", type=int, default=2, help="translation: rarer tokens become <unk>")
+    t.add_argument("--valid-fraction", type=float, default=0.05)
+    t.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    t.add_argument("--quiet", action="store_true")
+
+    e = sub.add_parser("eval", help="score a checkpoint on fresh task samples or a TSV file")
+    e.add_argument("--checkpoint", required=True)
+    e.add_argument("--samples", type=int, default=1000)
+    e.add_argument("--min-len", type=int, default=None)
+    e.add_argument("--max-len", type=int, default=None)
+    e.add_argument("--seed", type=int, default=12345)
+    e.add_argument("--data", default=None)
+    e.add_argument("--beam", type=int, default=1, help="translation: beam width")
+    e.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("trace", help="decode one input and print every intermediate")
+    r.add_argument("--checkpoint", required=True)
+    r.add_argument("--input", required=True)
+    r.add_argument("--target", default=None, help="teacher-force this output instead of decoding freely")
+    r.add_argument("--temperature", type=float, default=1.0)
+    r.add_argument("--mask", type=int, action="append", default=[], help="hide input position i (repeatable)")
+    r.add_argument("--pin", action="append", default=[], help="T:I pins step T's attention to position I")
+    r.add_argument("--force", action="append", default=[], help="T:TOKEN forces the token chosen at step T")
+    r.add_argument("--json", action="store_true")
+
+    tr = sub.add_parser("translate", help="translate --input, or stdin line by line")
+    tr.add_argument("--checkpoint", required=True)
+    tr.add_argument("--input", default=None)
+    tr.add_argument("--beam", type=int, default=1)
+
+    i = sub.add_parser("info", help="print a checkpoint's readable config")
+    i.add_argument("--checkpoint", required=True)
+    return p
+
+
+def _pair_arg(text: str, what: str) -> tuple[int, str]:
+    step, sep, rest = text.partition(":")
+    if not sep or not step.strip().lstrip("-").isdigit():
+        raise ExplorerError(f"--{what} expects STEP:VALUE, got {text!r}")
+    return int(step), rest
+
+
+def _progress_printer(quiet: bool):
+    last = [0.0]
+
+    def on_eval(p) -> None:
+        if quiet:
+            return
+        m = p.metrics
+        align = "" if m.alignment_accuracy is None else f" align {m.alignment_accuracy:.3f}"
+        print(f"step {p.step:>6}/{p.total_steps}  {p.seconds:6.1f}s  loss {p.loss:.4f}  "
+              f"exact {m.exact_match:.3f}  token {m.token_accuracy:.3f}{align}  {p.examples_per_second:,.0f} seq/s",
+              file=sys.stderr, flush=True)
+        last[0] = time.time()
+    return on_eval
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from . import checkpoint
+    from .recipes import train_from_args
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    bundle, result = train_from_args(args, on_eval=_progress_printer(args.quiet))
+    path = checkpoint.save(bundle, args.out, half=args.half)
+    m = result.metrics
+    print(json.dumps({"checkpoint": str(path), "steps": result.steps, "examples": result.examples,
+                      "seconds": round(result.seconds, 2), "stopped_because": result.reason, **m.to_dict()}))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from . import checkpoint
+    from .evaluation import evaluate_checkpoint
+    bundle = checkpoint.load(args.checkpoint)
+    report = evaluate_checkpoint(bundle, samples=args.samples, min_len=args.min_len, max_len=args.max_len,
+                                 seed=args.seed, data=args.data, beam=args.beam)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for key, value in report.items():
+            print(f"{key:>20}: {value}")
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from . import checkpoint
+    from .trace import Intervention, trace
+    bundle = checkpoint.load(args.checkpoint)
+    pins = tuple((t, int(v)) for t, v in (_pair_arg(p, "pin") for p in args.pin))
+    forced = tuple(_pair_arg(f, "force") for f in args.force)
+    intervention = Intervention(args.temperature, tuple(args.mask), pins, forced)
+    tr = trace(bundle, args.input, intervention, target=args.target)
+    if tr.unknown_tokens:
+        print(f"warning: unknown tokens shown as <unk>: {' '.join(tr.unknown_tokens)}", file=sys.stderr)
+    if args.json:
+        print(tr.to_json())
+    else:
+        print(f"input : {' '.join(tr.source_tokens)}")
+        print(f"output: {' '.join(tr.output_tokens)}")
+        if tr.has_attention:
+            for t, tok in enumerate(tr.output_tokens):
+                i = int(tr.weights[t].argmax())
+                print(f"  step {t:>2}: {tok!r:>8} attends {tr.source_tokens[i]!r} at {i} (α={tr.weights[t, i]:.3f})")
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from . import checkpoint
+    from .evaluation import translate_text
+    bundle = checkpoint.load(args.checkpoint)
+    if args.input is not None:
+        text, unknown = translate_text(bundle, args.input, beam=args.beam)
+        if unknown:
+            print(f"warning: unknown words: {' '.join(unknown)}", file=sys.stderr)
+        print(text)
+        return 0
+    status = 0
+    for number, line in enumerate(sys.stdin, start=1):
+        line = line.rstrip("\n").rstrip("\r")
+        try:
+            text, unknown = translate_text(bundle, line, beam=args.beam)
+            if unknown:
+                print(f"line {number}: warning: unknown words: {' '.join(unknown)}", file=sys.stderr)
+        except ExplorerError as exc:
+            print(f"line {number}: {exc}", file=sys.stderr)
+            text = ""
+        print(text, flush=True)
+    return status
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from . import checkpoint
+    bundle = checkpoint.load(args.checkpoint)
+    info = checkpoint.describe(bundle)
+    for key in ("source_vocab", "target_vocab"):
+        vocab = info[key]
+        info[key] = vocab if len(vocab) <= 60 else vocab[:60] + [f"… {len(vocab) - 60} more"]
+    print(json.dumps(info, indent=2, ensure_ascii=False))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"train": cmd_train, "eval": cmd_eval, "trace": cmd_trace,
+               "translate": cmd_translate, "info": cmd_info}[args.command]
+    try:
+        return handler(args)
+    except ExplorerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug, not bad input: still one line, never a traceback
+        print(f"error: internal error ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

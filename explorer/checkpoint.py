@@ -1,0 +1,172 @@
+"""Checkpoints: one safetensors file holding the weights and, in its JSON header, the readable config.
+
+Loading never executes code from the file (safetensors has no pickle); every way a file can be
+wrong ends in an ExplorerError naming the problem. Writes are atomic: a temporary file in the same
+folder, flushed to disk, then renamed over the target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from .bundle import ModelBundle
+from .errors import ExplorerError
+from .model import ModelConfig, Seq2Seq
+from .tasks import TaskSpec
+from .vocab import Vocab
+
+FORMAT = "attention-explorer/1"
+SUFFIX = ".safetensors"
+MAX_CHECKPOINT_BYTES = 100_000_000
+PRETRAINED_DIR = Path(os.environ.get("EXPLORER_PRETRAINED", Path(__file__).resolve().parent.parent / "pretrained"))
+
+
+def describe(bundle: ModelBundle) -> dict[str, Any]:
+    """The readable part of a checkpoint: architecture, vocabularies, data, training and metrics."""
+    return {
+        "format": FORMAT,
+        "name": bundle.name,
+        "model": bundle.model.cfg.to_dict(),
+        "source_vocab": list(bundle.src_vocab.tokens),
+        "target_vocab": list(bundle.tgt_vocab.tokens),
+        "task": None if bundle.task is None else {
+            "name": bundle.task.name, "min_len": bundle.task.min_len,
+            "max_len": bundle.task.max_len, "alphabet": bundle.task.alphabet},
+        "languages": None if bundle.languages is None else list(bundle.languages),
+        "training": bundle.training,
+        "metrics": bundle.metrics,
+        "parameters": bundle.parameter_count,
+        "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def to_bytes(bundle: ModelBundle, half: bool = False) -> bytes:
+    """The checkpoint file's bytes (also what the app offers for download)."""
+    dtype = torch.float16 if half else torch.float32
+    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in bundle.model.state_dict().items()}
+    return st_save(tensors, metadata={"explorer": json.dumps(describe(bundle), ensure_ascii=False)})
+
+
+def save(bundle: ModelBundle, path: str | Path, half: bool = False) -> Path:
+    """Write the checkpoint atomically: a crash midway leaves any previous file at `path` intact."""
+    path = Path(path)
+    if path.suffix != SUFFIX:
+        path = path.with_name(path.name + SUFFIX)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = to_bytes(bundle, half)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def resolve(name_or_path: str) -> Path:
+    """A shipped checkpoint's name (e.g. `reverse`) or a path to a file."""
+    candidate = PRETRAINED_DIR / f"{name_or_path}{SUFFIX}"
+    if "/" not in name_or_path and candidate.exists():
+        return candidate
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    names = ", ".join(pretrained_names()) or "none"
+    raise ExplorerError(f"no checkpoint named {name_or_path!r} (shipped: {names}) and no such file")
+
+
+def pretrained_names() -> list[str]:
+    """Names of the shipped checkpoints."""
+    return sorted(p.name[: -len(SUFFIX)] for p in PRETRAINED_DIR.glob(f"*{SUFFIX}"))
+
+
+def load(name_or_path: str | Path, name: str | None = None) -> ModelBundle:
+    """Load a checkpoint by shipped name or path; ExplorerError for anything wrong with it."""
+    path = resolve(str(name_or_path))
+    try:
+        size = path.stat().st_size
+        if size > MAX_CHECKPOINT_BYTES:
+            raise ExplorerError(f"{path.name} is {size:,} bytes; checkpoints are at most {MAX_CHECKPOINT_BYTES:,}")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ExplorerError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
+    default = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
+    return from_bytes(data, name or default, source=str(path))
+
+
+def from_bytes(data: bytes, name: str, source: str = "upload") -> ModelBundle:
+    """Build a bundle from checkpoint bytes (files and uploads alike)."""
+    if len(data) > MAX_CHECKPOINT_BYTES:
+        raise ExplorerError(f"{source} is {len(data):,} bytes; checkpoints are at most {MAX_CHECKPOINT_BYTES:,}")
+    if len(data) < 8:
+        raise ExplorerError(f"{source} is not a checkpoint: the file is empty or truncated")
+    header_len = int.from_bytes(data[:8], "little")
+    if header_len <= 0 or header_len > len(data) - 8:
+        raise ExplorerError(f"{source} is not an Attention Explorer checkpoint (not a safetensors file, "
+                            "or truncated); pickled .pt files are refused because they can run code")
+    try:
+        header = json.loads(data[8: 8 + header_len])
+        meta = header.get("__metadata__") or {}
+        info = json.loads(meta["explorer"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ExplorerError(f"{source} is a safetensors file without an Attention Explorer config") from None
+    if not isinstance(info, dict) or info.get("format") != FORMAT:
+        raise ExplorerError(f"{source} has an unknown checkpoint format {info.get('format') if isinstance(info, dict) else None!r}")
+    try:
+        tensors = st_load(data)
+    except (SafetensorError, ValueError, RuntimeError) as exc:
+        raise ExplorerError(f"{source} is corrupt: {str(exc).splitlines()[0][:200]}") from None
+    bundle = _bundle_from_info(info, name, source)
+    _load_weights(bundle.model, tensors, source)
+    bundle.model.eval()
+    return bundle
+
+
+def _bundle_from_info(info: dict[str, Any], name: str, source: str) -> ModelBundle:
+    try:
+        cfg = ModelConfig.from_dict(info["model"])
+        src_vocab = Vocab(tuple(info["source_vocab"]))
+        tgt_vocab = Vocab(tuple(info["target_vocab"]))
+        task = TaskSpec(**info["task"]) if info.get("task") else None
+        languages = tuple(info["languages"]) if info.get("languages") else None
+    except ExplorerError as exc:
+        raise ExplorerError(f"{source} has an invalid config: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {exc})") from None
+    if len(src_vocab) != cfg.src_vocab or len(tgt_vocab) != cfg.tgt_vocab:
+        raise ExplorerError(f"{source}: vocabularies ({len(src_vocab)}, {len(tgt_vocab)} tokens) do not match "
+                            f"the model ({cfg.src_vocab}, {cfg.tgt_vocab})")
+    torch.manual_seed(0)
+    return ModelBundle(name=name, model=Seq2Seq(cfg), src_vocab=src_vocab, tgt_vocab=tgt_vocab, task=task,
+                       languages=languages, training=dict(info.get("training") or {}),
+                       metrics=dict(info.get("metrics") or {}))
+
+
+def _load_weights(model: Seq2Seq, tensors: dict[str, torch.Tensor], source: str) -> None:
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    extra = sorted(set(tensors) - set(expected))
+    if missing or extra:
+        detail = f"missing {missing[:3]}" if missing else f"unexpected {extra[:3]}"
+        raise ExplorerError(f"{source} does not match its architecture: {detail}")
+    for key, value in expected.items():
+        if tensors[key].shape != value.shape:
+            raise ExplorerError(f"{source} does not match its architecture: {key} has shape "
+                                f"{tuple(tensors[key].shape)}, expected {tuple(value.shape)}")
+        if not tensors[key].is_floating_point():
+            raise ExplorerError(f"{source}: {key} is not a floating-point tensor")
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})

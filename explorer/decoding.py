@@ -1,0 +1,159 @@
+"""Autoregressive decoding: greedy (batched), forced and teacher-forced, and beam search.
+
+All of it loops over `Seq2Seq.decode_step`, the same function training uses; the trace is
+the greedy loop with its steps kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from .model import Control, Memory, Seq2Seq, Step
+from .vocab import EOS_ID, PAD_ID, SOS_ID
+
+
+@dataclass
+class Decoded:
+    """Greedy output of a batch: ids (B, T) padded after <eos>, the weights (B, T, S) and, if kept, every Step."""
+
+    ids: Tensor
+    lengths: Tensor  # (B,) tokens up to and including <eos> (or the cap)
+    weights: Tensor | None
+    steps: list[Step] | None
+
+
+def batch_sources(sequences: Sequence[Sequence[int]], device: torch.device | None = None) -> tuple[Tensor, Tensor]:
+    """Pad id lists into (B, S) plus their lengths (B,)."""
+    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
+    src = torch.full((len(sequences), int(lengths.max())), PAD_ID, dtype=torch.long)
+    for i, s in enumerate(sequences):
+        src[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return src.to(device), lengths.to(device)
+
+
+def decode(model: Seq2Seq, memory: Memory, max_len: int, *, target: Tensor | None = None,
+           forced: Mapping[int, int] | None = None, controls: Mapping[int, Control] | None = None,
+           default_control: Control | None = None, keep_steps: bool = False) -> Decoded:
+    """Greedy decoding from <sos>; `target` (B, T) teacher-forces the fed tokens, `forced` {t: id} overrides
+    the chosen token at step t, `controls` {t: Control} applies an intervention at step t.
+
+    With a target, the chosen tokens are the target's (so the trace analyses an output the model
+    may not have chosen) and decoding runs exactly T steps.
+    """
+    B = memory.h.shape[0]
+    device = memory.h.device
+    steps_total = target.shape[1] if target is not None else max_len
+    y = torch.full((B,), SOS_ID, dtype=torch.long, device=device)
+    state, c = memory.s0, model.initial_context(B, device)
+    finished = torch.zeros(B, dtype=torch.bool, device=device)
+    lengths = torch.full((B,), steps_total, dtype=torch.long, device=device)
+    ids, weights, kept = [], [], []
+    for t in range(steps_total):
+        control = (controls or {}).get(t, default_control)
+        step = model.decode_step(y, state, c, memory, control)
+        if target is not None:
+            choice = target[:, t]
+        else:
+            choice = step.logits.argmax(-1)
+            if forced and t in forced:
+                choice = torch.full_like(choice, forced[t])
+        choice = torch.where(finished, torch.full_like(choice, PAD_ID), choice)
+        ids.append(choice)
+        if step.weights is not None:
+            weights.append(step.weights)
+        if keep_steps:
+            kept.append(step)
+        newly = ~finished & (choice == EOS_ID)
+        lengths = torch.where(newly, torch.full_like(lengths, t + 1), lengths)
+        finished = finished | newly
+        state, c, y = step.state, step.context, choice
+        if target is None and bool(finished.all()):
+            break
+    return Decoded(torch.stack(ids, 1), lengths, torch.stack(weights, 1) if weights else None,
+                   kept if keep_steps else None)
+
+
+@torch.inference_mode()
+def greedy_batch(model: Seq2Seq, sources: Sequence[Sequence[int]], max_len: int | None = None,
+                 device: torch.device | None = None) -> Decoded:
+    """Greedy outputs for many inputs at once (evaluation); padding is masked, so each equals its lone decode."""
+    src, lengths = batch_sources(sources, device)
+    memory = model.encode(src, lengths)
+    return decode(model, memory, max_len or model.cfg.max_tgt_len)
+
+
+def strip_output(ids: Sequence[int]) -> list[int]:
+    """Output ids up to (not including) <eos>, without padding."""
+    out = []
+    for i in ids:
+        if i == EOS_ID or i == PAD_ID:
+            break
+        out.append(int(i))
+    return out
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One beam hypothesis: ids (ending in <eos> if finished) and its total log-probability."""
+
+    ids: tuple[int, ...]
+    log_prob: float
+    finished: bool
+
+    @property
+    def normalized(self) -> float:
+        """Log-probability per token, used to rank finished hypotheses of different lengths."""
+        return self.log_prob / max(1, len(self.ids))
+
+
+@torch.inference_mode()
+def beam_search(model: Seq2Seq, source: Sequence[int], width: int, max_len: int | None = None) -> list[Candidate]:
+    """Beam search for one input; returns every finished (or capped) candidate, best first.
+
+    Beams are batch rows of the same step function; width 1 is exactly greedy decoding.
+    """
+    if width < 1:
+        raise ValueError("beam width must be at least 1")
+    max_len = max_len or model.cfg.max_tgt_len
+    src, lengths = batch_sources([source])
+    memory = model.encode(src, lengths)
+    beams: list[tuple[tuple[int, ...], float]] = [((), 0.0)]
+    state, c = memory.s0, model.initial_context(1)
+    done: list[Candidate] = []
+    for t in range(max_len):
+        n = len(beams)
+        rows = torch.zeros(n, dtype=torch.long)
+        mem = memory.select(rows)
+        y = torch.tensor([b[0][-1] if b[0] else SOS_ID for b in beams], dtype=torch.long)
+        step = model.decode_step(y, state, c, mem)
+        log_probs = torch.log_softmax(step.logits, dim=-1)  # (n, V)
+        total = torch.tensor([b[1] for b in beams]).unsqueeze(1) + log_probs  # (n, V)
+        flat = total.flatten()
+        k = min(width, flat.numel())
+        top = torch.topk(flat, k)  # ties resolve to the lowest index, like argmax
+        V = log_probs.shape[1]
+        keep_rows, next_beams = [], []
+        for score, index in zip(top.values.tolist(), top.indices.tolist()):
+            row, token = divmod(index, V)
+            ids = beams[row][0] + (token,)
+            if token == EOS_ID:
+                done.append(Candidate(ids, score, True))
+            else:
+                keep_rows.append(row)
+                next_beams.append((ids, score))
+        if not next_beams or len(done) >= width:
+            break
+        index = torch.tensor(keep_rows, dtype=torch.long)
+        state = tuple(s.index_select(1, index) for s in step.state) if isinstance(step.state, tuple) \
+            else step.state.index_select(1, index)
+        c = None if step.context is None else step.context.index_select(0, index)
+        beams = next_beams
+    else:
+        done.extend(Candidate(ids, score, False) for ids, score in beams)
+    if not done:
+        done.extend(Candidate(ids, score, False) for ids, score in beams)
+    return sorted(done, key=lambda cand: cand.normalized, reverse=True)

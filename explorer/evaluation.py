@@ -1,0 +1,96 @@
+"""Scoring checkpoints: toy-task accuracy (also by input length), translation BLEU, and translating text."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any, Sequence
+
+from .bundle import ModelBundle
+from .decoding import batch_sources, beam_search, greedy_batch, strip_output
+from .errors import ExplorerError
+from .tasks import make_task
+from .train import Pair, evaluate
+from .vocab import EOS_ID
+
+
+def task_pairs(bundle: ModelBundle, samples: int, seed: int, min_len: int | None = None,
+               max_len: int | None = None) -> list[Pair]:
+    """Fresh examples of the bundle's task (optionally over another length range) as id pairs."""
+    if bundle.task is None:
+        raise ExplorerError(f"{bundle.name} is a translation model: give --data FILE.tsv")
+    spec = bundle.task
+    if min_len is not None or max_len is not None:
+        lo = min_len if min_len is not None else spec.min_len
+        hi = max_len if max_len is not None else max(spec.max_len, lo)
+        spec = replace(spec, min_len=lo, max_len=hi)
+    task = make_task(spec)
+    examples = task.sample(random.Random(seed), samples)
+    return [Pair(tuple(bundle.src_vocab.encode(e.source)), tuple(bundle.tgt_vocab.encode(e.target)), e.alignment)
+            for e in examples]
+
+
+def accuracy_by_length(bundle: ModelBundle, lengths: Sequence[int], samples: int = 200,
+                       seed: int = 12345) -> list[dict[str, Any]]:
+    """Exact match and token accuracy at each input length (the bottleneck curve)."""
+    rows = []
+    for length in lengths:
+        pairs = task_pairs(bundle, samples, seed + length, length, length)
+        m = evaluate(bundle.model, pairs)
+        rows.append({"length": length, **m.to_dict()})
+    return rows
+
+
+def translate_ids(bundle: ModelBundle, sources: Sequence[Sequence[int]], beam: int = 1) -> list[list[int]]:
+    """Output ids (without <eos>) for many inputs: batched greedy, or beam search one by one."""
+    if beam <= 1:
+        out = greedy_batch(bundle.model, sources)
+        return [strip_output(row) for row in out.ids.tolist()]
+    return [list(beam_search(bundle.model, s, beam)[0].ids[:-1]) if s else [] for s in sources]
+
+
+def translate_text(bundle: ModelBundle, text: str, beam: int = 1) -> tuple[str, tuple[str, ...]]:
+    """Translate one sentence; returns the text and the unknown input words (shown as <unk>)."""
+    prepared = bundle.prepare(text)
+    ids = translate_ids(bundle, [prepared.ids], beam)[0]
+    ids = [i for i in ids if i != EOS_ID]
+    return bundle.detokenize_target(bundle.tgt_vocab.decode(ids)), prepared.unknown
+
+
+def evaluate_checkpoint(bundle: ModelBundle, samples: int = 1000, min_len: int | None = None,
+                        max_len: int | None = None, seed: int = 12345, data: str | None = None,
+                        beam: int = 1) -> dict[str, Any]:
+    """The CLI's `eval`: n, exact_match, token_accuracy, alignment_accuracy (toy tasks), bleu (with --data)."""
+    if data is None:
+        m = evaluate(bundle.model, task_pairs(bundle, samples, seed, min_len, max_len))
+        return m.to_dict()
+    return evaluate_tsv(bundle, data, samples, beam)
+
+
+def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, beam: int = 1) -> dict[str, Any]:
+    """Exact match, token accuracy and corpus BLEU on the pairs of a TSV file."""
+    from .corpus import corpus_bleu, load_tsv
+    corpus = load_tsv(path)
+    pairs = list(corpus.pairs[: samples] if samples else corpus.pairs)
+    limit = bundle.model.cfg.max_src_len
+    usable, id_pairs = [], []
+    for src, tgt in pairs:
+        tokens = bundle.tokenize_source(src)
+        if not tokens or len(tokens) > limit:
+            continue
+        usable.append((src, tgt))
+        tgt_tokens = bundle.tokenize_target(tgt)[: bundle.model.cfg.max_tgt_len - 1]
+        id_pairs.append(Pair(tuple(bundle.src_vocab.encode(tokens)), tuple(bundle.tgt_vocab.encode(tgt_tokens))))
+    if not usable:
+        raise ExplorerError(f"no usable pair in {path} for this model")
+    report: dict[str, Any] = evaluate(bundle.model, id_pairs).to_dict()
+    outputs = []
+    for start in range(0, len(id_pairs), 256):
+        chunk = id_pairs[start: start + 256]
+        outputs += translate_ids(bundle, [p.src for p in chunk], beam)
+    hypotheses = [bundle.detokenize_target(bundle.tgt_vocab.decode(ids)) for ids in outputs]
+    language = bundle.languages[1] if bundle.languages else "en"
+    report["bleu"] = corpus_bleu(hypotheses, [t for _, t in usable], language)
+    report["skipped"] = len(pairs) - len(usable)
+    report["beam"] = beam
+    return report

@@ -1,0 +1,327 @@
+"""The seed's model, read top to bottom: RNN encoder, Query/Key/Value attention, one decoder step.
+
+Notation follows the seed text (DESIGN §1):
+
+    encoder   h_t = f(h_{t-1}, x_t)                     (rnn: h_t = tanh(W[h_{t-1}; x_t] + b))
+    step 1    s_t = f(s_{t-1}, [y_{t-1}; c_{t-1}])      (c_0 = 0; plain model: s_t = f(s_{t-1}, y_{t-1}))
+    step 2    q_t = Query(s_t),  k_i = Key(h_i),  v_i = Value(h_i)
+    step 3    e_ti = score(q_t, k_i),  α_t = softmax(e_t / τ),  c_t = Σ_i α_ti v_i
+    step 4    ŷ_t = softmax(U [s_t; c_t] + b_U)         (plain model: U s_t + b_U)
+
+Sizes: B batch, S source length, T target length, E embedding, H hidden, D attention size, V vocabulary.
+Everything that decodes (training, greedy, beam, traces, interventions) calls `Seq2Seq.decode_step`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import NamedTuple, Union
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from .errors import ExplorerError
+from .vocab import PAD_ID
+
+CELLS: tuple[str, ...] = ("rnn", "gru", "lstm", "unshared")
+ATTENTIONS: tuple[str, ...] = ("none", "dot", "scaled_dot", "additive")
+
+State = Union[Tensor, tuple[Tensor, Tensor]]  # (L, B, H), or (h, c) for LSTM
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture; stored as JSON inside every checkpoint."""
+
+    src_vocab: int
+    tgt_vocab: int
+    embed: int = 32
+    hidden: int = 128
+    attn_dim: int = 64  # D: size of q_t, k_i, v_i
+    cell: str = "gru"
+    layers: int = 1
+    bidirectional: bool = False
+    attention: str = "dot"
+    max_src_len: int = 64  # longest input accepted (the unshared RNN has exactly this many W_t)
+    max_tgt_len: int = 72  # decoding cap, <eos> included
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.cell not in CELLS:
+            problems.append(f"cell must be one of {', '.join(CELLS)}, got {self.cell!r}")
+        if self.attention not in ATTENTIONS:
+            problems.append(f"attention must be one of {', '.join(ATTENTIONS)}, got {self.attention!r}")
+        for name in ("src_vocab", "tgt_vocab", "embed", "hidden", "layers", "max_src_len", "max_tgt_len"):
+            if int(getattr(self, name)) < 1:
+                problems.append(f"{name} must be at least 1")
+        if self.attention != "none" and self.attn_dim < 1:
+            problems.append("attn_dim must be at least 1")
+        if self.cell == "unshared" and (self.layers != 1 or self.bidirectional):
+            problems.append("the unshared RNN has one layer and one direction")
+        if not 0.0 <= self.dropout < 1.0:
+            problems.append("dropout must be in [0, 1)")
+        if problems:
+            raise ExplorerError("; ".join(problems))
+
+    @property
+    def memory_size(self) -> int:
+        """Size of an encoder state h_i (both directions concatenated)."""
+        return self.hidden * (2 if self.bidirectional else 1)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ModelConfig":
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+
+class UnsharedRNN(nn.Module):
+    """h_t = tanh(W_t [h_{t-1}; x_t] + b_t) with a separate W_t per position: the seed's "mistake".
+
+    It exists to be taught: its parameter count grows with the length, and it has no weights
+    for a position it was not built for.
+    """
+
+    def __init__(self, input_size: int, hidden: int, max_len: int) -> None:
+        super().__init__()
+        self.hidden, self.max_len = hidden, max_len
+        bound = 1.0 / math.sqrt(hidden)
+        self.W = nn.Parameter(torch.empty(max_len, hidden, hidden + input_size).uniform_(-bound, bound))
+        self.b = nn.Parameter(torch.empty(max_len, hidden).uniform_(-bound, bound))
+
+    def forward(self, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        B, S, _ = x.shape
+        if S > self.max_len:
+            raise ExplorerError(
+                f"the unshared RNN has weights for {self.max_len} positions only; this input has {S}")
+        h = x.new_zeros(B, self.hidden)
+        outputs = []
+        for t in range(S):
+            h_new = torch.tanh(torch.cat([h, x[:, t]], dim=-1) @ self.W[t].T + self.b[t])  # (B, H)
+            alive = (t < lengths).unsqueeze(1)  # (B, 1): past a sequence's end its state stays put
+            h = torch.where(alive, h_new, h)
+            outputs.append(torch.where(alive, h_new, torch.zeros_like(h_new)))
+        return torch.stack(outputs, dim=1), h.unsqueeze(0)  # (B, S, H), (1, B, H)
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of learnable numbers in a module."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def rnn_parameter_count(input_size: int, hidden: int, length: int, shared: bool) -> int:
+    """Parameters of one tanh RNN layer over `length` steps: constant if shared, linear if not."""
+    per_step = hidden * (hidden + input_size) + hidden
+    return per_step if shared else per_step * length
+
+
+class Encoder(nn.Module):
+    """Embeds x_1..x_S and runs the RNN over them; returns every h_i and the final state."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.src_vocab, cfg.embed, padding_idx=PAD_ID)
+        if cfg.cell == "unshared":
+            self.rnn: nn.Module = UnsharedRNN(cfg.embed, cfg.hidden, cfg.max_src_len)
+        else:
+            rnn_class = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[cfg.cell]
+            self.rnn = rnn_class(cfg.embed, cfg.hidden, num_layers=cfg.layers, batch_first=True,
+                                 bidirectional=cfg.bidirectional,
+                                 dropout=cfg.dropout if cfg.layers > 1 else 0.0)
+
+    def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, State]:
+        x = self.embed(src)  # (B, S, E)
+        if self.cfg.cell == "unshared":
+            return self.rnn(x, lengths)
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, final = self.rnn(packed)
+        h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, S, dirs*H)
+        return h, final  # final: (L*dirs, B, H), or (h, c) for LSTM
+
+
+class Attention(nn.Module):
+    """Query/Key/Value attention: e_ti = score(q_t, k_i), α_t = softmax(e_t / τ), c_t = Σ_i α_ti v_i.
+
+    Scores: dot e = q·k (the seed's); scaled_dot e = q·k / √D; additive e = wᵀ tanh(q + k)
+    (Bahdanau, with q = W_q s_t and k = W_k h_i).
+    """
+
+    def __init__(self, kind: str, state_size: int, memory_size: int, d: int) -> None:
+        super().__init__()
+        self.kind, self.d = kind, d
+        self.query = nn.Linear(state_size, d)  # q_t = Query(s_t)
+        self.key = nn.Linear(memory_size, d, bias=False)  # k_i = Key(h_i); a bias would cancel in softmax
+        self.value = nn.Linear(memory_size, d)  # v_i = Value(h_i)
+        self.w = nn.Linear(d, 1, bias=False) if kind == "additive" else None
+
+    def score(self, q: Tensor, k: Tensor) -> Tensor:
+        """e_ti for every i: q (B, D), k (B, S, D) -> (B, S)."""
+        if self.w is not None:
+            return self.w(torch.tanh(q.unsqueeze(1) + k)).squeeze(-1)
+        e = torch.bmm(k, q.unsqueeze(2)).squeeze(2)  # (B, S): e_ti = k_i · q_t
+        return e / math.sqrt(self.d) if self.kind == "scaled_dot" else e
+
+
+class Memory(NamedTuple):
+    """What the encoder leaves for the decoder; keys and values do not depend on t."""
+
+    h: Tensor  # (B, S, He) encoder states h_i
+    keys: Tensor | None  # (B, S, D) k_i
+    values: Tensor | None  # (B, S, D) v_i
+    mask: Tensor  # (B, S) True where a real token is (padding is never attended)
+    s0: State  # initial decoder state (L, B, H)
+
+    def select(self, index: Tensor) -> "Memory":
+        """The memory of the given batch rows (beam search repeats rows)."""
+        pick = lambda t: None if t is None else t.index_select(0, index)  # noqa: E731
+        s0 = tuple(s.index_select(1, index) for s in self.s0) if isinstance(self.s0, tuple) \
+            else self.s0.index_select(1, index)
+        return Memory(pick(self.h), pick(self.keys), pick(self.values), pick(self.mask), s0)
+
+
+class Control(NamedTuple):
+    """View-time and intervention settings for one decoder step (defaults: the model as trained)."""
+
+    temperature: float = 1.0
+    mask: Tensor | None = None  # (B, S) extra positions hidden from attention (True = hidden)
+    pin: Tensor | None = None  # (B,) position to put all attention on, -1 for none
+
+
+class Step(NamedTuple):
+    """Everything one decoder step computed, named as in the seed."""
+
+    state: State  # s_t for every layer
+    s: Tensor  # (B, H) s_t of the top layer
+    query: Tensor | None  # (B, D) q_t
+    scores: Tensor | None  # (B, S) e_ti (-inf where masked)
+    weights: Tensor | None  # (B, S) α_ti, rows sum to 1
+    context: Tensor | None  # (B, D) c_t = Σ_i α_ti v_i
+    logits: Tensor  # (B, V) U [s_t; c_t] + b_U
+
+
+class Seq2Seq(nn.Module):
+    """Encoder, attention and decoder; `encode` once per input, then `decode_step` per output token."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        H, D = cfg.hidden, cfg.attn_dim
+        self.encoder = Encoder(cfg)
+        # A bidirectional encoder's final states (2H) are mapped to the decoder's size H.
+        self.bridge = nn.Linear(cfg.memory_size, H) if cfg.bidirectional else None
+        self.embed = nn.Embedding(cfg.tgt_vocab, cfg.embed, padding_idx=PAD_ID)
+        attends = cfg.attention != "none"
+        cell_class = {"rnn": nn.RNNCell, "gru": nn.GRUCell, "lstm": nn.LSTMCell, "unshared": nn.RNNCell}[cfg.cell]
+        first_in = cfg.embed + (D if attends else 0)  # [y_{t-1}; c_{t-1}]
+        self.cells = nn.ModuleList(cell_class(first_in if i == 0 else H, H) for i in range(cfg.layers))
+        self.attention = Attention(cfg.attention, H, cfg.memory_size, D) if attends else None
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.out = nn.Linear(H + (D if attends else 0), cfg.tgt_vocab)  # U, b_U
+
+    @property
+    def is_lstm(self) -> bool:
+        return self.cfg.cell == "lstm"
+
+    def _initial_state(self, final: State) -> State:
+        """s_0 from the encoder's final state h_m (per layer; both directions joined)."""
+        def join(x: Tensor) -> Tensor:
+            if not self.cfg.bidirectional:
+                return x  # (L, B, H)
+            L2, B, H = x.shape
+            both = x.view(L2 // 2, 2, B, H).permute(0, 2, 1, 3).reshape(L2 // 2, B, 2 * H)
+            return torch.tanh(self.bridge(both))  # (L, B, H)
+        if self.is_lstm:
+            return join(final[0]), join(final[1])
+        return join(final)
+
+    def encode(self, src: Tensor, lengths: Tensor) -> Memory:
+        """Run the encoder once: h_i, k_i = Key(h_i), v_i = Value(h_i), the padding mask and s_0."""
+        if src.shape[1] > self.cfg.max_src_len:
+            raise ExplorerError(
+                f"input has {src.shape[1]} tokens; this model supports at most {self.cfg.max_src_len}")
+        h, final = self.encoder(src, lengths)
+        mask = torch.arange(src.shape[1], device=src.device).unsqueeze(0) < lengths.to(src.device).unsqueeze(1)
+        if self.attention is None:
+            return Memory(h, None, None, mask, self._initial_state(final))
+        return Memory(h, self.attention.key(h), self.attention.value(h), mask, self._initial_state(final))
+
+    def initial_context(self, batch: int, device: torch.device | None = None) -> Tensor | None:
+        """c_0 = 0 (None for the plain encoder-decoder, which has no context)."""
+        return None if self.attention is None else torch.zeros(batch, self.cfg.attn_dim, device=device)
+
+    def decode_step(self, y_prev: Tensor, state: State, c_prev: Tensor | None, memory: Memory,
+                    control: Control | None = None) -> Step:
+        """One output step: the seed's four steps. y_prev (B,) ids, state s_{t-1}, c_prev c_{t-1} (B, D)."""
+        x = self.embed(y_prev)  # (B, E)
+        if c_prev is not None:
+            x = torch.cat([x, c_prev], dim=-1)  # (B, E + D): [y_{t-1}; c_{t-1}]
+        # Step 1: s_t = f(s_{t-1}, [y_{t-1}; c_{t-1}]), layer by layer.
+        if self.is_lstm:
+            hs, cs = [], []
+            for i, cell in enumerate(self.cells):
+                h_i, c_i = cell(x, (state[0][i], state[1][i]))
+                hs.append(h_i)
+                cs.append(c_i)
+                x = self.dropout(h_i)
+            new_state: State = (torch.stack(hs), torch.stack(cs))
+            s = hs[-1]
+        else:
+            hs = []
+            for i, cell in enumerate(self.cells):
+                h_i = cell(x, state[i])
+                hs.append(h_i)
+                x = self.dropout(h_i)
+            new_state = torch.stack(hs)  # (L, B, H)
+            s = hs[-1]  # (B, H)
+        if self.attention is None:
+            return Step(new_state, s, None, None, None, None, self.out(self.dropout(s)))
+        # Step 2: q_t = Query(s_t); the keys and values were computed once in encode().
+        q = self.attention.query(s)  # (B, D)
+        # Step 3: scores, softmax weights, context = expectation of V under the weights.
+        scores = self.attention.score(q, memory.keys)  # (B, S)
+        visible = memory.mask
+        temperature = 1.0
+        if control is not None:
+            temperature = control.temperature
+            if control.mask is not None:
+                visible = visible & ~control.mask
+        scores = scores.masked_fill(~visible, float("-inf"))
+        weights = torch.softmax(scores / temperature, dim=-1)  # (B, S) α_t
+        if control is not None and control.pin is not None:
+            pinned = control.pin >= 0  # (B,)
+            one_hot = torch.zeros_like(weights).scatter_(1, control.pin.clamp(min=0).unsqueeze(1), 1.0)
+            weights = torch.where(pinned.unsqueeze(1), one_hot, weights)
+        context = torch.bmm(weights.unsqueeze(1), memory.values).squeeze(1)  # (B, D) c_t = Σ α_ti v_i
+        # Step 4: ŷ_t = softmax(U [s_t; c_t] + b_U).
+        logits = self.out(self.dropout(torch.cat([s, context], dim=-1)))  # (B, V)
+        return Step(new_state, s, q, scores, weights, context, logits)
+
+    def forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor, teacher_forcing: float = 1.0,
+                generator: torch.Generator | None = None) -> tuple[Tensor, Tensor | None]:
+        """Training pass: logits (B, T, V) and weights (B, T, S) for decoder inputs tgt_in (B, T).
+
+        With teacher_forcing < 1, each step feeds the model's own previous guess with that
+        probability's complement (one coin per step for the whole batch).
+        """
+        memory = self.encode(src, lengths)
+        B, T = tgt_in.shape
+        state, c = memory.s0, self.initial_context(B, src.device)
+        y = tgt_in[:, 0]
+        logits, weights = [], []
+        for t in range(T):
+            step = self.decode_step(y, state, c, memory)
+            logits.append(step.logits)
+            if step.weights is not None:
+                weights.append(step.weights)
+            state, c = step.state, step.context
+            if t + 1 < T:
+                use_truth = teacher_forcing >= 1.0 or \
+                    torch.rand((), generator=generator).item() < teacher_forcing
+                y = tgt_in[:, t + 1] if use_truth else step.logits.argmax(-1)
+        return torch.stack(logits, 1), (torch.stack(weights, 1) if weights else None)

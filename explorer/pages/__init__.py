@@ -1,0 +1,1 @@
+"""Streamlit pages: UI only (widgets, layout, messages). Tensor math lives in the library modules."""

@@ -1,0 +1,75 @@
+"""What every page shares: the model registry in Streamlit's caches, cached traces, error messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from explorer.errors import ExplorerError
+from explorer.registry import LRUCache, SessionModels, load_shipped, shipped_names
+
+
+@st.cache_resource(show_spinner=False)
+def shipped_model(name: str):
+    """A shipped model, loaded once for all sessions; never mutate it (train a private copy)."""
+    return load_shipped(name)
+
+
+@st.cache_resource(show_spinner=False)
+def shipped_model_names() -> list[str]:
+    return shipped_names()
+
+
+def session_models() -> SessionModels:
+    """This session's own models (trained or uploaded)."""
+    if "models" not in st.session_state:
+        st.session_state["models"] = SessionModels()
+    return st.session_state["models"]
+
+
+def model_names() -> list[str]:
+    """Shipped models first, then this session's."""
+    return shipped_model_names() + session_models().names()
+
+
+def get_model(name: str):
+    """A model by name (session models shadow nothing: their names are kept unique)."""
+    own = session_models().get(name)
+    if own is not None:
+        return own
+    if name in shipped_model_names():
+        return shipped_model(name)
+    raise ExplorerError(f"no model named {name!r}")
+
+
+def model_key(name: str) -> tuple[str, int]:
+    """A cache key that changes when a session model is replaced (e.g. a new training snapshot)."""
+    return name, session_models().version(name)
+
+
+def _trace_cache() -> LRUCache:
+    if "trace_cache" not in st.session_state:
+        st.session_state["trace_cache"] = LRUCache(64)
+    return st.session_state["trace_cache"]
+
+
+def cached_trace(name: str, text: str, intervention: Any = None, target: str | None = None):
+    """The trace of an input, computed once per (model version, input, intervention, target)."""
+    from explorer.trace import Intervention, trace
+    intervention = intervention or Intervention()
+    key = ("trace", model_key(name), text, intervention, target)
+    return _trace_cache().get_or_compute(key, lambda: trace(get_model(name), text, intervention, target))
+
+
+def cached(key: tuple, compute):
+    """Any other per-session cached computation (curves, beams)."""
+    return _trace_cache().get_or_compute(key, compute)
+
+
+def show_problem(exc: Exception) -> None:
+    """Bad input becomes a message, never a traceback."""
+    if isinstance(exc, ExplorerError):
+        st.error(str(exc), icon="⚠️")
+    else:
+        st.error(f"Something went wrong: {type(exc).__name__}: {exc}", icon="🛑")

@@ -1,0 +1,114 @@
+"""Ready-made training setups: sensible defaults per task, and building a translation model from a TSV.
+
+The CLI, the Train page and `pretrained/README.md` all go through these, so a shipped checkpoint
+is reproduced by the same code the app trains with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .bundle import ModelBundle
+from .errors import ExplorerError
+from .model import ModelConfig, Seq2Seq
+from .tasks import TaskSpec
+from .train import Callback, Pair, PairData, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle
+from .vocab import Vocab
+
+# Defaults that train a good model fast on 2 CPU cores (see benchmarks/ for the measurements).
+MODEL_DEFAULTS: dict[str, Any] = {"embed": 32, "hidden": 128, "attn_dim": 64, "bidirectional": True}
+TRAIN_DEFAULTS: dict[str, Any] = {"steps": 3000, "batch_size": 128, "lr": 3e-3, "eval_every": 100,
+                                  "eval_samples": 500}
+TRANSLATION_MODEL_DEFAULTS: dict[str, Any] = {"embed": 128, "hidden": 256, "attn_dim": 128, "bidirectional": True,
+                                              "dropout": 0.2}
+TRANSLATION_TRAIN_DEFAULTS: dict[str, Any] = {"steps": 20000, "batch_size": 64, "lr": 2e-3, "eval_every": 1000,
+                                              "eval_samples": 1000}
+
+
+def _pick(args: argparse.Namespace, defaults: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    out = dict(defaults)
+    for key, attr in names.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: TrainConfig,
+               on_step: Callback | None = None, on_eval: Callback | None = None,
+               stop: threading.Event | None = None) -> tuple[ModelBundle, Trainer, TrainResult]:
+    """Build a fresh model for a toy task and train it."""
+    bundle, task = new_task_bundle(spec, name, seed=cfg.seed, **model_options)
+    data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop)
+    return bundle, trainer, trainer.run()
+
+
+def translation_setup(path: str | Path | bytes, name: str, model_options: dict[str, Any], seed: int = 0,
+                      src_lang: str | None = None, tgt_lang: str | None = None, max_tokens: int = 16,
+                      min_freq: int = 2, valid_fraction: float = 0.05,
+                      max_vocab: int | None = None) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
+    """A fresh translation model and its data from a TSV file (or uploaded bytes).
+
+    Returns the bundle, the id pairs for training/validation, and the validation pairs as text
+    (for BLEU)."""
+    from .corpus import build_vocab, filter_pairs, guess_language, load_tsv, load_tsv_bytes, split_pairs, tokenizer_for
+    corpus = load_tsv_bytes(path, name=name) if isinstance(path, bytes) else load_tsv(path)
+    src_lang = src_lang or "en"
+    tgt_lang = tgt_lang or guess_language([t for _, t in corpus.pairs[:2000]])
+    src_tok, tgt_tok = tokenizer_for(src_lang), tokenizer_for(tgt_lang)
+    indexed = list(enumerate(corpus.pairs))
+    train_items, valid_items = split_pairs(indexed, valid_fraction, seed)
+    train_tok = filter_pairs([p for _, p in train_items], src_tok, tgt_tok, max_tokens, max_tokens)
+    valid_text = [p for _, p in valid_items]
+    valid_tok = filter_pairs(valid_text, src_tok, tgt_tok, max_tokens, max_tokens)
+    if not train_tok:
+        raise ExplorerError(f"no sentence pair of at most {max_tokens} tokens to train on")
+    src_vocab = build_vocab((s for s, _ in train_tok), min_freq, max_vocab)
+    tgt_vocab = build_vocab((t for _, t in train_tok), min_freq, max_vocab)
+    options = {**TRANSLATION_MODEL_DEFAULTS, **model_options,
+               "max_src_len": max(64, max_tokens * 2), "max_tgt_len": max(64, max_tokens * 2) + 8}
+    torch.manual_seed(seed)
+    cfg = ModelConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **options)
+    bundle = ModelBundle(name, Seq2Seq(cfg), src_vocab, tgt_vocab, languages=(src_lang, tgt_lang))
+
+    def to_pair(s: list[str], t: list[str]) -> Pair:
+        return Pair(tuple(src_vocab.encode(s)), tuple(tgt_vocab.encode(t)))
+    valid_kept = [(s, t) for s, t in valid_text
+                  if len(src_tok.tokenize(s)) <= max_tokens and len(tgt_tok.tokenize(t)) <= max_tokens]
+    probe = next((s for _, (s, _t) in train_items if 6 <= len(src_tok.tokenize(s)) <= 9), train_items[0][1][0])
+    data = PairData([to_pair(s, t) for s, t in train_tok], [to_pair(s, t) for s, t in valid_tok], probe)
+    return bundle, data, valid_kept
+
+
+def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None) -> tuple[ModelBundle, TrainResult]:
+    """The CLI's `train`: a toy task or a TSV, with the given options over the defaults."""
+    name = args.name or Path(args.out).name.removesuffix(".safetensors")
+    model_names = {"embed": "embed", "hidden": "hidden", "attn_dim": "attn_dim", "layers": "layers",
+                   "attention": "attention", "cell": "cell", "dropout": "dropout", "bidirectional": "bidirectional"}
+    train_names = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "clip": "clip",
+                   "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
+                   "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples"}
+    if args.task:
+        model_options = _pick(args, MODEL_DEFAULTS, model_names)
+        cfg = TrainConfig(**_pick(args, TRAIN_DEFAULTS, train_names))
+        spec = TaskSpec(args.task, args.min_len, args.max_len, args.alphabet)
+        bundle, _, result = train_task(spec, name, model_options, cfg, on_eval=on_eval)
+        return bundle, result
+    model_options = _pick(args, TRANSLATION_MODEL_DEFAULTS, model_names)
+    cfg = TrainConfig(**_pick(args, TRANSLATION_TRAIN_DEFAULTS, train_names))
+    bundle, data, _ = translation_setup(args.data, name, model_options, seed=cfg.seed, src_lang=args.src_lang,
+                                        tgt_lang=args.tgt_lang, max_tokens=args.max_tokens,
+                                        min_freq=args.min_freq, valid_fraction=args.valid_fraction)
+    trainer = Trainer(bundle, data, cfg, on_eval=on_eval)
+    result = trainer.run()
+    bundle.training = {**bundle.training, "data": Path(args.data).name, "max_tokens": args.max_tokens,
+                       "min_freq": args.min_freq, "valid_fraction": args.valid_fraction}
+    return bundle, result

@@ -1,0 +1,323 @@
+"""Batched training and evaluation, driven through callbacks so a CLI or a web page can watch and stop it.
+
+The trainer knows nothing of pages: it reports a `Progress` per step and an evaluation every
+`eval_every` steps (loss, accuracies, a probe input's trace), and checks a stop flag each step.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Protocol, Sequence
+
+import torch
+from torch import nn
+
+from .bundle import ModelBundle
+from .decoding import greedy_batch, strip_output
+from .errors import ExplorerError
+from .model import ModelConfig, Seq2Seq
+from .tasks import Task, TaskSpec, alignment_hits, make_task
+from .vocab import EOS_ID, PAD_ID, SOS_ID, Vocab
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings; stored in the checkpoint as the training record."""
+
+    steps: int = 3000
+    batch_size: int = 128
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1  # cosine decay from lr to lr * this over `steps`
+    clip: float = 1.0
+    teacher_forcing: float = 1.0
+    seed: int = 0
+    target_accuracy: float | None = None  # stop once validation exact match reaches it
+    eval_every: int = 100
+    eval_samples: int = 500
+    max_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.steps < 1:
+            problems.append("steps must be at least 1")
+        if not 1 <= self.batch_size <= 4096:
+            problems.append("batch size must be 1–4096")
+        if not 0 < self.lr <= 1:
+            problems.append("learning rate must be in (0, 1]")
+        if not 0 <= self.teacher_forcing <= 1:
+            problems.append("teacher forcing ratio must be in [0, 1]")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            problems.append("target accuracy must be in (0, 1]")
+        if self.eval_every < 1 or self.eval_samples < 1:
+            problems.append("evaluation interval and size must be positive")
+        if problems:
+            raise ExplorerError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One training or evaluation example as ids; alignment sets for toy tasks."""
+
+    src: tuple[int, ...]
+    tgt: tuple[int, ...]  # without <eos>
+    alignment: tuple[frozenset[int], ...] | None = None
+
+
+class DataSource(Protocol):
+    """Where training batches and the fixed validation set come from."""
+
+    def batch(self, rng: random.Random, n: int) -> list[Pair]: ...
+    def validation(self) -> list[Pair]: ...
+    def probe_text(self) -> str: ...
+
+
+class TaskData:
+    """Endless fresh examples of a toy task; a fixed validation set drawn from its own seed."""
+
+    def __init__(self, task: Task, src_vocab: Vocab, tgt_vocab: Vocab, eval_samples: int, seed: int) -> None:
+        self.task, self.src_vocab, self.tgt_vocab = task, src_vocab, tgt_vocab
+        self._valid = [self._pair(e) for e in task.sample(random.Random(10_000_019 + seed), eval_samples)]
+        self._probe = self.task.examples()[0]
+
+    def _pair(self, e) -> Pair:
+        return Pair(tuple(self.src_vocab.encode(e.source)), tuple(self.tgt_vocab.encode(e.target)), e.alignment)
+
+    def batch(self, rng: random.Random, n: int) -> list[Pair]:
+        return [self._pair(e) for e in self.task.sample(rng, n)]
+
+    def validation(self) -> list[Pair]:
+        return self._valid
+
+    def probe_text(self) -> str:
+        return self._probe
+
+
+class PairData:
+    """A fixed list of pairs (translation): shuffled epochs for training, a held-out list for validation."""
+
+    def __init__(self, train: Sequence[Pair], valid: Sequence[Pair], probe: str) -> None:
+        if not train:
+            raise ExplorerError("no training pairs")
+        self._train, self._valid, self._probe = list(train), list(valid) or list(train[:200]), probe
+        self._order: list[int] = []
+
+    def batch(self, rng: random.Random, n: int) -> list[Pair]:
+        out = []
+        while len(out) < n:
+            if not self._order:
+                self._order = list(range(len(self._train)))
+                rng.shuffle(self._order)
+            out.append(self._train[self._order.pop()])
+        return out
+
+    def validation(self) -> list[Pair]:
+        return self._valid
+
+    def probe_text(self) -> str:
+        return self._probe
+
+
+@dataclass
+class Metrics:
+    """Exact match (whole output right), token accuracy (position-wise, <eos> included), alignment accuracy."""
+
+    n: int
+    exact_match: float
+    token_accuracy: float
+    alignment_accuracy: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def evaluate(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Metrics:
+    """Greedy-decode every pair (batched) and score it against its target."""
+    was_training = model.training
+    model.eval()
+    exact = tokens_right = tokens_total = hits = counted = 0
+    try:
+        for start in range(0, len(pairs), chunk):
+            part = pairs[start: start + chunk]
+            out = greedy_batch(model, [p.src for p in part])
+            ids = out.ids.tolist()
+            for b, p in enumerate(part):
+                pred = strip_output(ids[b])
+                exact += pred == list(p.tgt) and EOS_ID in ids[b][: len(p.tgt) + 1]
+                truth = list(p.tgt) + [EOS_ID]
+                row = ids[b] + [PAD_ID] * max(0, len(truth) - len(ids[b]))
+                tokens_right += sum(int(row[t] == truth[t]) for t in range(len(truth)))
+                tokens_total += len(truth)
+                if p.alignment is not None and out.weights is not None:
+                    h, c = alignment_hits(out.weights[b, :, : len(p.src)].numpy(), p.alignment)
+                    hits, counted = hits + h, counted + c
+    finally:
+        model.train(was_training)
+    n = len(pairs)
+    return Metrics(n, exact / n if n else 0.0, tokens_right / tokens_total if tokens_total else 0.0,
+                   hits / counted if counted else None)
+
+
+def collate(pairs: Sequence[Pair]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Pad a batch: src (B, S), lengths (B,), decoder inputs <sos> y (B, T) and targets y <eos> (B, T)."""
+    B = len(pairs)
+    S = max(len(p.src) for p in pairs)
+    T = max(len(p.tgt) for p in pairs) + 1
+    src = torch.full((B, S), PAD_ID, dtype=torch.long)
+    tgt_in = torch.full((B, T), PAD_ID, dtype=torch.long)
+    tgt_out = torch.full((B, T), PAD_ID, dtype=torch.long)
+    for b, p in enumerate(pairs):
+        src[b, : len(p.src)] = torch.tensor(p.src, dtype=torch.long)
+        seq = torch.tensor((SOS_ID,) + p.tgt + (EOS_ID,), dtype=torch.long)
+        tgt_in[b, : len(p.tgt) + 1] = seq[:-1]
+        tgt_out[b, : len(p.tgt) + 1] = seq[1:]
+    lengths = torch.tensor([len(p.src) for p in pairs], dtype=torch.long)
+    return src, lengths, tgt_in, tgt_out
+
+
+@dataclass
+class Progress:
+    """What the trainer reports: after every step, and with metrics (and a probe trace) after evaluations."""
+
+    step: int
+    total_steps: int
+    examples: int
+    seconds: float  # training time so far (evaluation excluded)
+    loss: float
+    lr: float
+    examples_per_second: float
+    metrics: Metrics | None = None
+    train_metrics: Metrics | None = None
+    probe: object | None = None  # a Trace of the probe input at this point (evaluations only)
+
+
+@dataclass
+class TrainResult:
+    """How a run ended and its record."""
+
+    steps: int
+    examples: int
+    seconds: float
+    reason: str  # "steps", "target", "time", "stopped"
+    metrics: Metrics
+    history: list[dict] = field(default_factory=list)
+
+
+Callback = Callable[[Progress], None]
+
+
+class Trainer:
+    """Trains one bundle's model; `run` can be called again to continue (optimizer state kept)."""
+
+    def __init__(self, bundle: ModelBundle, data: DataSource, cfg: TrainConfig,
+                 on_step: Callback | None = None, on_eval: Callback | None = None,
+                 stop: threading.Event | None = None, probe: bool = True) -> None:
+        self.bundle, self.data, self.cfg = bundle, data, cfg
+        self.on_step, self.on_eval = on_step, on_eval
+        self.stop = stop or threading.Event()
+        self.probe = probe
+        self.model = bundle.model
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        self.rng = random.Random(cfg.seed)
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.step = 0
+        self.examples = 0
+        self.seconds = 0.0
+        self.history: list[dict] = []
+        self.last_metrics: Metrics | None = None
+
+    def set_lr(self, lr: float) -> None:
+        """Change the peak learning rate for the next `run` without resetting anything else."""
+        self.cfg = TrainConfig(**{**asdict(self.cfg), "lr": lr})
+
+    def _lr_at(self, step: int, total: int) -> float:
+        progress = min(1.0, step / max(1, total))
+        floor = self.cfg.lr * self.cfg.min_lr_ratio
+        return floor + 0.5 * (self.cfg.lr - floor) * (1 + math.cos(math.pi * progress))
+
+    def train_step(self, pairs: Sequence[Pair]) -> float:
+        """One optimisation step on a batch; returns its mean token loss."""
+        src, lengths, tgt_in, tgt_out = collate(pairs)
+        logits, _ = self.model(src, lengths, tgt_in, self.cfg.teacher_forcing, self.generator)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
+                                           ignore_index=PAD_ID)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.clip:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+        self.optimizer.step()
+        return loss.item()
+
+    def evaluate_now(self, loss: float) -> Progress:
+        """Validation metrics, a probe trace, and the callback."""
+        metrics = evaluate(self.model, self.data.validation())
+        self.last_metrics = metrics
+        probe = None
+        if self.probe:
+            from .trace import trace
+            self.model.eval()
+            try:
+                probe = trace(self.bundle, self.data.probe_text())
+            except ExplorerError:
+                probe = None
+            self.model.train()
+        progress = Progress(self.step, self._total, self.examples, self.seconds, loss, self._lr_at(self.step, self._total),
+                            self.examples / self.seconds if self.seconds else 0.0, metrics, probe=probe)
+        self.history.append({"step": self.step, "examples": self.examples, "seconds": round(self.seconds, 3),
+                             "loss": loss, **{f"valid_{k}": v for k, v in metrics.to_dict().items() if k != "n"}})
+        if self.on_eval:
+            self.on_eval(progress)
+        return progress
+
+    def run(self, steps: int | None = None) -> TrainResult:
+        """Train up to `steps` more steps (default the config's), stopping early on target, time or stop flag."""
+        steps = self.cfg.steps if steps is None else steps
+        self._total = self.step + steps
+        torch.manual_seed(self.cfg.seed + self.step)
+        self.model.train()
+        reason, loss = "steps", float("nan")
+        end = self.step + steps
+        while self.step < end:
+            if self.stop.is_set():
+                reason = "stopped"
+                break
+            for group in self.optimizer.param_groups:
+                group["lr"] = self._lr_at(self.step - (end - steps), steps)
+            started = time.perf_counter()
+            batch = self.data.batch(self.rng, self.cfg.batch_size)
+            loss = self.train_step(batch)
+            self.seconds += time.perf_counter() - started
+            self.step += 1
+            self.examples += len(batch)
+            if self.on_step:
+                self.on_step(Progress(self.step, self._total, self.examples, self.seconds, loss,
+                                      self.optimizer.param_groups[0]["lr"], self.examples / self.seconds))
+            if self.step % self.cfg.eval_every == 0 or self.step == end:
+                progress = self.evaluate_now(loss)
+                if self.cfg.target_accuracy is not None and progress.metrics.exact_match >= self.cfg.target_accuracy:
+                    reason = "target"
+                    break
+            if self.cfg.max_seconds is not None and self.seconds >= self.cfg.max_seconds:
+                reason = "time"
+                break
+        if self.last_metrics is None or self.history[-1]["step"] != self.step:
+            self.evaluate_now(loss)
+        self.model.eval()
+        self.bundle.training = {**asdict(self.cfg), "steps_done": self.step, "examples": self.examples,
+                                "seconds": round(self.seconds, 2), "stopped_because": reason}
+        self.bundle.metrics = {"validation": self.last_metrics.to_dict()}
+        return TrainResult(self.step, self.examples, self.seconds, reason, self.last_metrics, self.history)
+
+
+def new_task_bundle(spec: TaskSpec, name: str, seed: int = 0, **model_options) -> tuple[ModelBundle, Task]:
+    """A freshly initialised model for a toy task (vocabularies from the task's symbols)."""
+    task = make_task(spec)
+    src_vocab, tgt_vocab = Vocab.build(task.source_symbols()), Vocab.build(task.target_symbols())
+    max_src = max(spec.max_len, 32) if spec.name != "dates" else 40
+    options = {"max_src_len": max(2 * max_src, 64), "max_tgt_len": max(2 * max_src, 64) + 8, **model_options}
+    torch.manual_seed(seed)
+    cfg = ModelConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **options)
+    return ModelBundle(name, Seq2Seq(cfg), src_vocab, tgt_vocab, task=spec), task

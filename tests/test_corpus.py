@@ -1,0 +1,302 @@
+"""Tests for explorer.corpus: the TSV loader, tokenisers, split, vocabulary and BLEU."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from explorer.corpus import (
+    Corpus,
+    Problem,
+    build_vocab,
+    corpus_bleu,
+    filter_pairs,
+    guess_language,
+    load_tsv,
+    load_tsv_bytes,
+    split_pairs,
+    tokenizer_for,
+)
+from explorer.errors import ExplorerError
+from explorer.vocab import SPECIALS, UNK_ID
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+EN = tokenizer_for("en")
+FR = tokenizer_for("fr")
+ZH = tokenizer_for("zh")
+
+
+# ---------------------------------------------------------------- loader
+
+def test_good_file_loads_every_pair_as_written():
+    corpus = load_tsv(FIXTURES / "eng-fra-good.tsv")
+    assert isinstance(corpus, Corpus)
+    assert len(corpus.pairs) == 8
+    assert corpus.problems == ()
+    assert corpus.pairs[0] == ("Go.", "Va !")
+    assert corpus.pairs[1] == ("Hi.", "Salut\u202f!")
+    assert corpus.path == str(FIXTURES / "eng-fra-good.tsv")
+
+
+def test_attribution_column_is_ignored():
+    corpus = load_tsv(str(FIXTURES / "eng-fra-attribution.tsv"))
+    assert corpus.pairs == (("Go.", "Va !"), ("Hi.", "Salut !"), ("Run!", "Cours\u202f!"))
+    assert corpus.problems == ()
+
+
+def test_malformed_lines_are_reported_with_line_numbers():
+    corpus = load_tsv(FIXTURES / "eng-fra-malformed.tsv")
+    assert corpus.pairs == (("Go.", "Va !"), ("Hi.", "Salut !"), ("Wait!", "Attends !"))
+    assert corpus.problems == (
+        Problem(2, "expected 2 or 3 tab-separated columns, found 1"),
+        Problem(5, "expected 2 or 3 tab-separated columns, found 4"),
+        Problem(6, "empty target"),
+        Problem(7, "empty source"),
+    )
+    assert corpus.problems_omitted == 0
+
+
+def test_problem_list_is_capped_but_counted():
+    data = b"ok\tfine\n" + b"bad\n" * 10
+    corpus = load_tsv_bytes(data, max_problems_listed=3)
+    assert [p.line for p in corpus.problems] == [2, 3, 4]
+    assert corpus.problems_omitted == 7
+
+
+def test_crlf_and_bom_are_tolerated(tmp_path):
+    lf = (FIXTURES / "eng-fra-good.tsv").read_bytes()
+    expected = load_tsv(FIXTURES / "eng-fra-good.tsv").pairs
+    crlf = tmp_path / "crlf.tsv"
+    crlf.write_bytes(b"\xef\xbb\xbf" + lf.replace(b"\n", b"\r\n"))
+    corpus = load_tsv(crlf)
+    assert corpus.pairs == expected
+    assert corpus.problems == ()
+
+
+def test_bad_utf8_line_is_skipped(tmp_path):
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("Hi.\tSalut !\nSummer.\tÉté.\nBye.\tAu revoir.\n".encode("utf-8").replace(
+        "Été".encode("utf-8"), "Été".encode("latin-1")))
+    corpus = load_tsv(path)
+    assert corpus.pairs == (("Hi.", "Salut !"), ("Bye.", "Au revoir."))
+    assert corpus.problems == (Problem(2, "not valid UTF-8"),)
+
+
+def test_binary_file_is_rejected_clearly(tmp_path):
+    path = tmp_path / "image.png"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00\n\x00\x00\x00\x00\x08\x06")
+    with pytest.raises(ExplorerError) as info:
+        load_tsv(path)
+    message = str(info.value)
+    assert message.startswith(f"no usable sentence pairs in {path}: ")
+    assert message.endswith("binary file (NUL bytes), not UTF-8 text")
+    assert "\n" not in message
+    corpus = load_tsv_bytes(b"Hi.\tSalut !\nBad\x00line\tx\n")
+    assert corpus.problems == (Problem(2, "binary data (NUL byte)"),)
+
+
+def test_error_lists_first_problems():
+    with pytest.raises(ExplorerError, match=r"line 1: expected 2 or 3 tab-separated columns, found 1, "
+                                            r"line 2: empty target, line 4: not valid UTF-8 \(and 1 more\)$"):
+        load_tsv_bytes(b"one\nx\t \n\n\xff\tok\nlast\n", name="mine.tsv")
+
+
+@pytest.mark.parametrize("data", [b"", b"\n\n  \n", b"\xef\xbb\xbf"])
+def test_empty_file_is_an_error(data, tmp_path):
+    path = tmp_path / "empty.tsv"
+    path.write_bytes(data)
+    with pytest.raises(ExplorerError, match="no usable sentence pairs"):
+        load_tsv(path)
+
+
+def test_missing_file_and_directory_are_errors(tmp_path):
+    with pytest.raises(ExplorerError, match="no such file"):
+        load_tsv(tmp_path / "nope.tsv")
+    with pytest.raises(ExplorerError, match="directory"):
+        load_tsv(tmp_path)
+
+
+def test_too_large_is_an_error(tmp_path):
+    path = tmp_path / "big.tsv"
+    path.write_bytes(b"Hi.\tSalut !\n" * 100)
+    with pytest.raises(ExplorerError, match="too large"):
+        load_tsv(path, max_bytes=1000)
+    with pytest.raises(ExplorerError, match="too large"):
+        load_tsv_bytes(path.read_bytes(), max_bytes=1000)
+    assert len(load_tsv(path, max_bytes=1200).pairs) == 100
+
+
+def test_utf16_is_rejected_with_a_hint():
+    with pytest.raises(ExplorerError, match="UTF-16"):
+        load_tsv_bytes("Hi.\tSalut !\n".encode("utf-16"))
+
+
+def test_upload_bytes_match_file():
+    data = (FIXTURES / "eng-cmn.tsv").read_bytes()
+    corpus = load_tsv_bytes(data, name="cmn.tsv")
+    assert corpus.path == "cmn.tsv"
+    assert corpus.pairs == load_tsv(FIXTURES / "eng-cmn.tsv").pairs
+
+
+def test_chinese_fixture():
+    corpus = load_tsv(FIXTURES / "eng-cmn.tsv")
+    assert len(corpus.pairs) == 7
+    assert corpus.pairs[2] == ("Where is Tom?", "Tom在哪里？")
+    assert guess_language([t for _, t in corpus.pairs]) == "zh"
+    assert guess_language([s for s, _ in corpus.pairs]) == "en"
+    assert ZH.tokenize(corpus.pairs[4][1]) == ["等", "等", "！"]
+    assert ZH.tokenize(corpus.pairs[6][1]) == ["早", "上", "好", "！"]
+
+
+# ---------------------------------------------------------------- tokenisation
+
+@pytest.mark.parametrize("text, tokens", [
+    ("Hello, world!", ["hello", ",", "world", "!"]),
+    ("I don't know.", ["i", "don't", "know", "."]),
+    ("I don\u2019t know.", ["i", "don't", "know", "."]),
+    ("It's 3.5 km, or 1,000 m.", ["it's", "3.5", "km", ",", "or", "1,000", "m", "."]),
+    ('He said "yes" (twice).', ["he", "said", '"', "yes", '"', "(", "twice", ")", "."]),
+    ("A\u00a0well-known\u2009co\u00adop\u200b.", ["a", "well-known", "coop", "."]),
+    ("'Quoted'", ["'", "quoted", "'"]),
+])
+def test_english_tokens(text, tokens):
+    assert EN.tokenize(text) == tokens
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("L'homme est là.", ["l'", "homme", "est", "là", "."]),
+    ("Qu\u2019il vienne aujourd'hui\u202f!", ["qu'", "il", "vienne", "aujourd'hui", "!"]),
+    ("Peut-être viendra-t-il\u00a0?", ["peut-être", "viendra-t-il", "?"]),
+    ("As-tu vu «\u00a0Les Misérables\u00a0»\u202f?", ["as-tu", "vu", "«", "les", "misérables", "»", "?"]),
+    ("Jusqu'à 3,5\u202fkm ; c'est tout.", ["jusqu'", "à", "3,5", "km", ";", "c'", "est", "tout", "."]),
+    ("E\u0301te\u0301", ["été"]),
+])
+def test_french_tokens(text, tokens):
+    assert FR.tokenize(text) == tokens
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("我不知道。", ["我", "不", "知", "道", "。"]),
+    ("Tom在哪里？", ["Tom", "在", "哪", "里", "？"]),
+    ("你好\u3000！\u200b", ["你", "好", "！"]),
+    ("我有3个iPhone 15！", ["我", "有", "3", "个", "iPhone", "15", "！"]),
+])
+def test_chinese_tokens(text, tokens):
+    assert ZH.tokenize(text) == tokens
+
+
+@pytest.mark.parametrize("tokenizer, tokens, text", [
+    (EN, ["i", "don't", "know", ",", "tom", "."], "i don't know, tom."),
+    (EN, ["he", "said", '"', "yes", '"', "(", "twice", ")", "!"], 'he said "yes" (twice)!'),
+    (FR, ["l'", "homme", "est-il", "là", "?"], "l'homme est-il là ?"),
+    (FR, ["«", "oui", "»", ",", "dit-il", ";", "c'", "est", "tout", "."], "« oui », dit-il ; c'est tout."),
+    (ZH, ["Tom", "在", "哪", "里", "？"], "Tom在哪里？"),
+    (ZH, ["我", "有", "iPhone", "15", "！"], "我有iPhone 15！"),
+])
+def test_detokenize(tokenizer, tokens, text):
+    assert tokenizer.detokenize(tokens) == text
+    assert tokenizer.tokenize(text) == tokens
+
+
+def test_other_language_codes_are_word_level():
+    assert tokenizer_for("de").tokenize("Wie geht's?") == ["wie", "geht's", "?"]
+    assert tokenizer_for("cmn").tokenize("你好") == ["你", "好"]
+
+
+_TRICKY = list("aZé0 9.,'-\"!?«»()_<=\t\n你。！ＡTom") + [
+    "\u00a0", "\u202f", "\u2009", "\u200b", "\u00ad", "\u2019", "\u3000", "\u0301", "\u0338",
+    "\u0345", "\u1100", "\u1161", "\u11a8", "가", "İ", "Σ", "ß", "\u212b", "\ufb01"]
+_TEXTS = st.one_of(st.text(), st.text(alphabet=st.sampled_from(_TRICKY)))
+
+
+@pytest.mark.parametrize("language", ["en", "fr", "zh"])
+def test_detokenize_round_trip(language):
+    tokenizer = tokenizer_for(language)
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_TEXTS)
+    def check(text):
+        tokens = tokenizer.tokenize(text)
+        assert all(t and not any(c.isspace() for c in t) for t in tokens)
+        assert tokenizer.tokenize(tokenizer.detokenize(tokens)) == tokens
+
+    check()
+
+
+def test_guess_language():
+    assert guess_language(["Bonjour !", "Merci."]) == "en"
+    assert guess_language(["你好。", "Tom在哪里？", "OK"]) == "zh"
+    assert guess_language([]) == "en"
+
+
+# ---------------------------------------------------------------- datasets
+
+def test_filter_pairs_by_token_length():
+    pairs = [("Hi.", "Salut !"), ("I am very very tired.", "Je suis fatigué."), ("Go.", "\u200b")]
+    kept = filter_pairs(pairs, EN, FR, max_src_len=3, max_tgt_len=3)
+    assert kept == [(["hi", "."], ["salut", "!"])]
+
+
+def test_split_is_deterministic_and_disjoint():
+    items = list(range(100))
+    train, valid = split_pairs(items, 0.1, seed=7)
+    assert (train, valid) == split_pairs(items, 0.1, seed=7)
+    assert len(valid) == 10 and len(train) == 90
+    assert sorted(train + valid) == items
+    assert not set(train) & set(valid)
+    assert split_pairs(items, 0.1, seed=8)[1] != valid
+    assert split_pairs(items, 0.0, seed=7) == (items, [])
+    assert split_pairs([1, 2], 0.01, seed=0)[1] != []
+    with pytest.raises(ExplorerError):
+        split_pairs(items, 1.0, seed=0)
+
+
+def test_build_vocab():
+    vocab = build_vocab([["a", "b", "a"], ["a", "c", "b"]], min_freq=2, max_size=None)
+    assert vocab.tokens == SPECIALS + ("a", "b")
+    assert vocab.id("c") == UNK_ID
+    assert len(build_vocab([["a", "b", "a"]], min_freq=1, max_size=5)) == 5
+
+
+def test_corpus_bleu():
+    refs = ["the cat is on the mat .", "there is a dog in the garden ."]
+    assert corpus_bleu(refs, refs, "en") == pytest.approx(100.0)
+    worse = corpus_bleu(["the cat is on a mat .", "a dog is in the garden ."], refs, "en")
+    assert 0.0 < worse < 100.0
+    zh_refs = ["我不知道。", "汤姆在哪里？"]
+    assert corpus_bleu(zh_refs, zh_refs, "zh") == pytest.approx(100.0)
+    assert corpus_bleu(["我知道。", "汤姆在这里？"], zh_refs, "zh") < 100.0
+    assert corpus_bleu([], [], "en") == 0.0
+    with pytest.raises(ExplorerError):
+        corpus_bleu(["a"], [], "en")
+
+
+# ---------------------------------------------------------------- real data
+
+def _percentile(lengths: list[int], q: float) -> int:
+    return sorted(lengths)[min(len(lengths) - 1, int(q * len(lengths)))]
+
+
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="shared data not available")
+@pytest.mark.parametrize("name, lines, target_language, max_p95", [
+    ("eng-fra", 112_060, "fr", 16),
+    ("eng-cmn", 27_008, "zh", 20),
+])
+def test_real_data(name, lines, target_language, max_p95):
+    corpus = load_tsv(SHARED_DATA / name / "pairs.tsv")
+    assert corpus.problems == ()
+    assert len(corpus.pairs) == lines
+    assert guess_language([t for _, t in corpus.pairs[:500]]) == ("zh" if target_language == "zh" else "en")
+    target = tokenizer_for(target_language)
+    for tokenizer, texts in ((EN, [s for s, _ in corpus.pairs]), (target, [t for _, t in corpus.pairs])):
+        lengths = [len(tokenizer.tokenize(t)) for t in texts]
+        assert min(lengths) >= 1
+        assert 3 <= statistics.mean(lengths) <= 12
+        assert _percentile(lengths, 0.95) <= max_p95
+        assert max(lengths) <= 60
