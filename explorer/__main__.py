@@ -65,12 +65,15 @@ def _parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("eval", help="score a checkpoint on fresh task samples or a TSV file")
     e.add_argument("--checkpoint", required=True)
-    e.add_argument("--samples", type=int, default=1000)
+    e.add_argument("--samples", type=int, default=None,
+                   help="toy tasks: fresh samples (default 1000); --data: first N pairs (default all)")
     e.add_argument("--min-len", type=int, default=None)
     e.add_argument("--max-len", type=int, default=None)
     e.add_argument("--seed", type=int, default=12345)
     e.add_argument("--data", default=None)
     e.add_argument("--beam", type=int, default=1, help="translation: beam width")
+    e.add_argument("--split", choices=("all", "valid"), default="all",
+                   help="translation: score the whole file, or only the held-out split the model was trained beside")
     e.add_argument("--json", action="store_true")
 
     r = sub.add_parser("trace", help="decode one input and print every intermediate")
@@ -133,8 +136,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from . import checkpoint
     from .evaluation import evaluate_checkpoint
     bundle = checkpoint.load(args.checkpoint)
-    report = evaluate_checkpoint(bundle, samples=args.samples, min_len=args.min_len, max_len=args.max_len,
-                                 seed=args.seed, data=args.data, beam=args.beam)
+    if args.samples is not None and args.samples < 1:
+        raise ExplorerError("--samples must be at least 1")
+    samples = args.samples if args.samples is not None else (None if args.data else 1000)
+    report = evaluate_checkpoint(bundle, samples=samples, min_len=args.min_len, max_len=args.max_len,
+                                 seed=args.seed, data=args.data, beam=args.beam, split=args.split)
     if args.json:
         print(json.dumps(report))
     else:

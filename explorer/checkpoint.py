@@ -62,17 +62,21 @@ def save(bundle: ModelBundle, path: str | Path, half: bool = False) -> Path:
     path = Path(path)
     if path.suffix != SUFFIX:
         path = path.with_name(path.name + SUFFIX)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = to_bytes(bundle, half)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # full disk, no permission, a file where a folder should be
+            raise ExplorerError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
         raise
     return path
 
@@ -130,13 +134,14 @@ def from_bytes(data: bytes, name: str, source: str = "upload") -> ModelBundle:
         tensors = st_load(data)
     except (SafetensorError, ValueError, RuntimeError) as exc:
         raise ExplorerError(f"{source} is corrupt: {str(exc).splitlines()[0][:200]}") from None
-    bundle = _bundle_from_info(info, name, source)
-    _load_weights(bundle.model, tensors, source)
+    bundle = _bundle_from_info(info, name, source, tensors)
+    bundle.model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()})
     bundle.model.eval()
     return bundle
 
 
-def _bundle_from_info(info: dict[str, Any], name: str, source: str) -> ModelBundle:
+def _bundle_from_info(info: dict[str, Any], name: str, source: str, tensors: dict[str, torch.Tensor]) -> ModelBundle:
+    """The bundle the config describes, once the file's tensors are known to fit it (weights not loaded yet)."""
     try:
         cfg = ModelConfig.from_dict(info["model"])
         src_vocab = Vocab(tuple(info["source_vocab"]))
@@ -150,14 +155,22 @@ def _bundle_from_info(info: dict[str, Any], name: str, source: str) -> ModelBund
     if len(src_vocab) != cfg.src_vocab or len(tgt_vocab) != cfg.tgt_vocab:
         raise ExplorerError(f"{source}: vocabularies ({len(src_vocab)}, {len(tgt_vocab)} tokens) do not match "
                             f"the model ({cfg.src_vocab}, {cfg.tgt_vocab})")
+    # Check the weights against a model without storage first: a config claiming a huge model
+    # must not make us allocate (or initialise) it.
+    try:
+        with torch.device("meta"):
+            skeleton = Seq2Seq(cfg)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {exc})") from None
+    _check_weights(skeleton.state_dict(), tensors, source)
     torch.manual_seed(0)
     return ModelBundle(name=name, model=Seq2Seq(cfg), src_vocab=src_vocab, tgt_vocab=tgt_vocab, task=task,
                        languages=languages, training=dict(info.get("training") or {}),
                        metrics=dict(info.get("metrics") or {}))
 
 
-def _load_weights(model: Seq2Seq, tensors: dict[str, torch.Tensor], source: str) -> None:
-    expected = model.state_dict()
+def _check_weights(expected: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], source: str) -> None:
+    """ExplorerError unless the file holds exactly the expected tensors, with their shapes, as floats."""
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     if missing or extra:
@@ -169,4 +182,3 @@ def _load_weights(model: Seq2Seq, tensors: dict[str, torch.Tensor], source: str)
                                 f"{tuple(tensors[key].shape)}, expected {tuple(value.shape)}")
         if not tensors[key].is_floating_point():
             raise ExplorerError(f"{source}: {key} is not a floating-point tensor")
-    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})

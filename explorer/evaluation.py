@@ -57,21 +57,41 @@ def translate_text(bundle: ModelBundle, text: str, beam: int = 1) -> tuple[str, 
     return bundle.detokenize_target(bundle.tgt_vocab.decode(ids)), prepared.unknown
 
 
-def evaluate_checkpoint(bundle: ModelBundle, samples: int = 1000, min_len: int | None = None,
+def evaluate_checkpoint(bundle: ModelBundle, samples: int | None = 1000, min_len: int | None = None,
                         max_len: int | None = None, seed: int = 12345, data: str | None = None,
-                        beam: int = 1) -> dict[str, Any]:
+                        beam: int = 1, split: str = "all") -> dict[str, Any]:
     """The CLI's `eval`: n, exact_match, token_accuracy, alignment_accuracy (toy tasks), bleu (with --data)."""
     if data is None:
-        m = evaluate(bundle.model, task_pairs(bundle, samples, seed, min_len, max_len))
+        m = evaluate(bundle.model, task_pairs(bundle, samples or 1000, seed, min_len, max_len))
         return m.to_dict()
-    return evaluate_tsv(bundle, data, samples, beam)
+    return evaluate_tsv(bundle, data, samples, beam, split)
 
 
-def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, beam: int = 1) -> dict[str, Any]:
-    """Exact match, token accuracy and corpus BLEU on the pairs of a TSV file."""
+def held_out_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The validation part of the file the model was trained on, split exactly as training split it."""
+    from .corpus import split_pairs
+    record = bundle.training
+    if "valid_fraction" not in record:
+        raise ExplorerError(f"{bundle.name} records no validation split; use --split all")
+    _, valid = split_pairs(list(enumerate(pairs)), float(record["valid_fraction"]), int(record.get("seed", 0)))
+    return [p for _, p in valid]
+
+
+def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, beam: int = 1,
+                 split: str = "all") -> dict[str, Any]:
+    """Exact match, token accuracy and corpus BLEU on the pairs of a TSV file (or its held-out split).
+
+    BLEU compares lower-cased, re-spaced text on both sides (references go through the model's own
+    tokenizer and back), since the model writes lower case."""
     from .corpus import corpus_bleu, load_tsv
     corpus = load_tsv(path)
-    pairs = list(corpus.pairs[: samples] if samples else corpus.pairs)
+    pairs = list(corpus.pairs)
+    if split == "valid":
+        pairs = held_out_pairs(bundle, pairs)
+    elif split != "all":
+        raise ExplorerError(f"split must be 'all' or 'valid', got {split!r}")
+    if samples:
+        pairs = pairs[:samples]
     limit = bundle.model.cfg.max_src_len
     usable, id_pairs = [], []
     for src, tgt in pairs:
@@ -90,7 +110,9 @@ def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, bea
         outputs += translate_ids(bundle, [p.src for p in chunk], beam)
     hypotheses = [bundle.detokenize_target(bundle.tgt_vocab.decode(ids)) for ids in outputs]
     language = bundle.languages[1] if bundle.languages else "en"
-    report["bleu"] = corpus_bleu(hypotheses, [t for _, t in usable], language)
+    references = [bundle.detokenize_target(bundle.tokenize_target(t)) for _, t in usable]
+    report["bleu"] = corpus_bleu(hypotheses, references, language)
     report["skipped"] = len(pairs) - len(usable)
     report["beam"] = beam
+    report["split"] = split
     return report

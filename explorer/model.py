@@ -15,6 +15,7 @@ Everything that decodes (training, greedy, beam, traces, interventions) calls `S
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass
 from typing import NamedTuple, Union
 
@@ -26,6 +27,7 @@ from .errors import ExplorerError
 from .vocab import PAD_ID
 
 CELLS: tuple[str, ...] = ("rnn", "gru", "lstm", "unshared")
+MAX_LENGTH = 4096  # longest max_src_len / max_tgt_len: a config from a file must not make decoding endless
 ATTENTIONS: tuple[str, ...] = ("none", "dot", "scaled_dot", "additive")
 
 State = Union[Tensor, tuple[Tensor, Tensor]]  # (L, B, H), or (h, c) for LSTM
@@ -49,7 +51,24 @@ class ModelConfig:
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
+        # Types first: a config read from a file may hold anything JSON can. Whole numbers of any
+        # integer type (numpy's too) are stored as int, so the config always writes back as JSON.
+        counts = ("src_vocab", "tgt_vocab", "embed", "hidden", "attn_dim", "layers", "max_src_len", "max_tgt_len")
         problems = []
+        for name in counts:
+            value = getattr(self, name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                object.__setattr__(self, name, int(value))
+            else:
+                problems.append(f"{name} must be a whole number, got {value!r}")
+        if not isinstance(self.bidirectional, bool):
+            problems.append(f"bidirectional must be true or false, got {self.bidirectional!r}")
+        if isinstance(self.dropout, numbers.Real) and not isinstance(self.dropout, bool):
+            object.__setattr__(self, "dropout", float(self.dropout))
+        else:
+            problems.append(f"dropout must be a number, got {self.dropout!r}")
+        if problems:
+            raise ExplorerError("; ".join(problems))
         if self.cell not in CELLS:
             problems.append(f"cell must be one of {', '.join(CELLS)}, got {self.cell!r}")
         if self.attention not in ATTENTIONS:
@@ -57,6 +76,9 @@ class ModelConfig:
         for name in ("src_vocab", "tgt_vocab", "embed", "hidden", "layers", "max_src_len", "max_tgt_len"):
             if int(getattr(self, name)) < 1:
                 problems.append(f"{name} must be at least 1")
+        for name in ("max_src_len", "max_tgt_len"):
+            if getattr(self, name) > MAX_LENGTH:
+                problems.append(f"{name} must be at most {MAX_LENGTH}")
         if self.attention != "none" and self.attn_dim < 1:
             problems.append("attn_dim must be at least 1")
         if self.cell == "unshared" and (self.layers != 1 or self.bidirectional):
@@ -110,8 +132,8 @@ class UnsharedRNN(nn.Module):
 
 
 def count_parameters(module: nn.Module) -> int:
-    """Number of learnable numbers in a module."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+    """Number of learnable numbers in a module (frozen ones too: a shipped, frozen model keeps its size)."""
+    return sum(p.numel() for p in module.parameters())
 
 
 def rnn_parameter_count(input_size: int, hidden: int, length: int, shared: bool) -> int:
@@ -120,29 +142,75 @@ def rnn_parameter_count(input_size: int, hidden: int, length: int, shared: bool)
     return per_step if shared else per_step * length
 
 
+def reverse_within_length(lengths: Tensor, S: int) -> Tensor:
+    """Index (B, S) that reverses each sequence's first `length` positions and leaves padding in place."""
+    i = torch.arange(S, device=lengths.device).unsqueeze(0)  # (1, S)
+    L = lengths.unsqueeze(1)  # (B, 1)
+    return torch.where(i < L, L - 1 - i, i)
+
+
 class Encoder(nn.Module):
-    """Embeds x_1..x_S and runs the RNN over them; returns every h_i and the final state."""
+    """Embeds x_1..x_S and runs the RNN over them; returns every h_i and the final state.
+
+    rnn and gru run one plain (unpacked) RNN per layer and direction: padding sits after each
+    sequence, so a causal RNN never sees it before a real token, and the backward direction reads
+    each sequence reversed within its own length. That keeps a padded batch exactly equal to each
+    sequence alone, without packed sequences (whose backward pass is slow on CPU).
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.src_vocab, cfg.embed, padding_idx=PAD_ID)
+        self.dropout = nn.Dropout(cfg.dropout)
+        dirs = 2 if cfg.bidirectional else 1
         if cfg.cell == "unshared":
             self.rnn: nn.Module = UnsharedRNN(cfg.embed, cfg.hidden, cfg.max_src_len)
+        elif cfg.cell == "lstm":
+            self.rnn = nn.LSTM(cfg.embed, cfg.hidden, num_layers=cfg.layers, batch_first=True,
+                               bidirectional=cfg.bidirectional, dropout=cfg.dropout if cfg.layers > 1 else 0.0)
         else:
-            rnn_class = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[cfg.cell]
-            self.rnn = rnn_class(cfg.embed, cfg.hidden, num_layers=cfg.layers, batch_first=True,
-                                 bidirectional=cfg.bidirectional,
-                                 dropout=cfg.dropout if cfg.layers > 1 else 0.0)
+            rnn_class = {"rnn": nn.RNN, "gru": nn.GRU}[cfg.cell]
+            # rnn[layer][direction]: direction 0 reads left to right, 1 right to left.
+            self.rnn = nn.ModuleList(
+                nn.ModuleList(rnn_class(cfg.embed if layer == 0 else dirs * cfg.hidden, cfg.hidden, batch_first=True)
+                              for _ in range(dirs))
+                for layer in range(cfg.layers))
 
     def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, State]:
         x = self.embed(src)  # (B, S, E)
         if self.cfg.cell == "unshared":
             return self.rnn(x, lengths)
-        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, final = self.rnn(packed)
-        h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, S, dirs*H)
-        return h, final  # final: (L*dirs, B, H), or (h, c) for LSTM
+        if self.cfg.cell == "lstm":
+            packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            out, final = self.rnn(packed)
+            h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, S, dirs*H)
+            return h, final  # (h, c), each (L*dirs, B, H)
+        B, S, _ = x.shape
+        H = self.cfg.hidden
+        lengths = lengths.to(src.device)
+        last = (lengths - 1).view(B, 1, 1).expand(B, 1, H)  # where each sequence's final state is
+        reverse = reverse_within_length(lengths, S).unsqueeze(-1) if self.cfg.bidirectional else None
+        finals = []
+        for layer, directions in enumerate(self.rnn):
+            outs = []
+            for d, rnn in enumerate(directions):
+                inp = x if d == 0 else x.gather(1, reverse.expand(B, S, x.shape[-1]))
+                out, _ = rnn(inp)  # (B, S, H)
+                finals.append(out.gather(1, last).squeeze(1))  # (B, H) state after the last real token
+                outs.append(out if d == 0 else out.gather(1, reverse.expand(B, S, H)))
+            x = torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]  # (B, S, dirs*H)
+            if layer + 1 < len(self.rnn):
+                x = self.dropout(x)
+        mask = (torch.arange(S, device=src.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
+        return x * mask, torch.stack(finals)  # (B, S, dirs*H) zero on padding; (L*dirs, B, H)
+
+    def cell_weights(self, layer: int = 0, direction: int = 0) -> dict[str, Tensor]:
+        """The RNN unit's parameters (W_ih, W_hh, b_ih, b_hh) for teaching by hand; not for LSTM or unshared."""
+        if self.cfg.cell not in ("rnn", "gru"):
+            raise ExplorerError(f"a {self.cfg.cell} encoder has no single shared RNN unit to show")
+        rnn = self.rnn[layer][direction]
+        return {"W_ih": rnn.weight_ih_l0, "W_hh": rnn.weight_hh_l0, "b_ih": rnn.bias_ih_l0, "b_hh": rnn.bias_hh_l0}
 
 
 class Attention(nn.Module):
@@ -164,7 +232,7 @@ class Attention(nn.Module):
         """e_ti for every i: q (B, D), k (B, S, D) -> (B, S)."""
         if self.w is not None:
             return self.w(torch.tanh(q.unsqueeze(1) + k)).squeeze(-1)
-        e = torch.bmm(k, q.unsqueeze(2)).squeeze(2)  # (B, S): e_ti = k_i · q_t
+        e = (k * q.unsqueeze(1)).sum(-1)  # (B, S): e_ti = k_i · q_t (a broadcast product: faster than bmm on CPU)
         return e / math.sqrt(self.d) if self.kind == "scaled_dot" else e
 
 
@@ -297,7 +365,7 @@ class Seq2Seq(nn.Module):
             pinned = control.pin >= 0  # (B,)
             one_hot = torch.zeros_like(weights).scatter_(1, control.pin.clamp(min=0).unsqueeze(1), 1.0)
             weights = torch.where(pinned.unsqueeze(1), one_hot, weights)
-        context = torch.bmm(weights.unsqueeze(1), memory.values).squeeze(1)  # (B, D) c_t = Σ α_ti v_i
+        context = (weights.unsqueeze(-1) * memory.values).sum(1)  # (B, D) c_t = Σ_i α_ti v_i
         # Step 4: ŷ_t = softmax(U [s_t; c_t] + b_U).
         logits = self.out(self.dropout(torch.cat([s, context], dim=-1)))  # (B, V)
         return Step(new_state, s, q, scores, weights, context, logits)

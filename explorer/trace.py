@@ -8,6 +8,7 @@ step function training and plain decoding use.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -137,8 +138,8 @@ def _alignment_sets(matrix: np.ndarray) -> tuple[frozenset[int], ...]:
 
 def _controls(intervention: Intervention, source_len: int, steps: int) -> tuple[Control | None, dict[int, Control]]:
     """Translate an intervention into per-step Controls for the step function."""
-    if intervention.temperature <= 0:
-        raise ExplorerError("temperature must be positive")
+    if not (math.isfinite(intervention.temperature) and intervention.temperature > 0):
+        raise ExplorerError(f"temperature must be a positive number, got {intervention.temperature}")
     for pos in intervention.masked:
         if not 0 <= pos < source_len:
             raise ExplorerError(f"cannot mask position {pos}: the input has positions 0–{source_len - 1}")

@@ -97,22 +97,34 @@ class TaskData:
 
 
 class PairData:
-    """A fixed list of pairs (translation): shuffled epochs for training, a held-out list for validation."""
+    """A fixed list of pairs (translation): shuffled epochs for training, a held-out list for validation.
+
+    Batches are bucketed: a pool of 50 batches' worth of pairs is sorted by length and cut into
+    batches, so little time goes into padding; the order of the batches is shuffled again.
+    """
+
+    POOL_BATCHES = 50
 
     def __init__(self, train: Sequence[Pair], valid: Sequence[Pair], probe: str) -> None:
         if not train:
             raise ExplorerError("no training pairs")
         self._train, self._valid, self._probe = list(train), list(valid) or list(train[:200]), probe
         self._order: list[int] = []
+        self._ready: list[list[Pair]] = []
+
+    def _next_index(self, rng: random.Random) -> int:
+        if not self._order:
+            self._order = list(range(len(self._train)))
+            rng.shuffle(self._order)
+        return self._order.pop()
 
     def batch(self, rng: random.Random, n: int) -> list[Pair]:
-        out = []
-        while len(out) < n:
-            if not self._order:
-                self._order = list(range(len(self._train)))
-                rng.shuffle(self._order)
-            out.append(self._train[self._order.pop()])
-        return out
+        if not self._ready or len(self._ready[-1]) != n:
+            pool = [self._train[self._next_index(rng)] for _ in range(n * self.POOL_BATCHES)]
+            pool.sort(key=lambda p: (len(p.src), len(p.tgt)))
+            self._ready = [pool[i: i + n] for i in range(0, len(pool), n)]
+            rng.shuffle(self._ready)
+        return self._ready.pop()
 
     def validation(self) -> list[Pair]:
         return self._valid
@@ -142,7 +154,10 @@ def evaluate(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Metrics
     try:
         for start in range(0, len(pairs), chunk):
             part = pairs[start: start + chunk]
-            out = greedy_batch(model, [p.src for p in part])
+            # Scoring reads at most len(target) + 1 tokens (the target and its <eos>), so decoding stops
+            # there: the same metrics, without running a failing model on to its length cap.
+            longest = min(model.cfg.max_tgt_len, max(len(p.tgt) for p in part) + 1)
+            out = greedy_batch(model, [p.src for p in part], max_len=longest)
             ids = out.ids.tolist()
             for b, p in enumerate(part):
                 pred = strip_output(ids[b])

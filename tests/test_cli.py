@@ -1,0 +1,271 @@
+"""The command line contract (python -m explorer train | eval | trace).
+
+- `train` shows progress on stderr, prints a JSON summary and writes a checkpoint.
+- `eval --json` prints one JSON object: n, exact_match, token_accuracy, alignment_accuracy.
+- `trace --json` prints the trace: source_tokens, output_tokens, encoder_states, keys, values,
+  decoder_states, queries, scores, weights, contexts, attention.
+- A checkpoint is a path or the name of a shipped one.
+- Bad input of any kind exits 2 with exactly one line on stderr naming the problem, never a traceback.
+
+Each subprocess pays for importing torch (seconds on a busy machine), so the end-to-end runs are
+few; the full bad-input matrix also runs in-process through the same `main()`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from explorer import checkpoint
+from explorer.__main__ import main
+
+REPO = Path(__file__).resolve().parent.parent
+TRACE_KEYS = {"source_tokens", "output_tokens", "encoder_states", "keys", "values", "decoder_states", "queries",
+              "scores", "weights", "contexts", "attention"}
+EVAL_KEYS = {"n", "exact_match", "token_accuracy", "alignment_accuracy"}
+SHIPPED = checkpoint.pretrained_names()
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python -m explorer ARGS` from the repository root, as a user would run it."""
+    return subprocess.run([sys.executable, "-m", "explorer", *args], cwd=REPO, capture_output=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+
+
+def decoded(result: subprocess.CompletedProcess) -> tuple[str, str]:
+    return result.stdout.decode("utf-8"), result.stderr.decode("utf-8")
+
+
+def assert_refused(rc: int, out: str, err: str, message: str) -> None:
+    """Exit code 2, nothing on stdout, one line on stderr that names the problem, no traceback."""
+    assert rc == 2, (rc, err)
+    assert "Traceback" not in out + err
+    assert out == ""
+    assert err.endswith("\n") and err.count("\n") == 1, f"not one line: {err!r}"
+    assert err.startswith("error: ") and message in err, err
+
+
+# --- a tiny model trained through the CLI -----------------------------------------------------------
+
+TRAIN_ARGS = ["--task", "copy", "--min-len", "1", "--max-len", "6", "--attention", "scaled_dot", "--cell", "gru",
+              "--seed", "3", "--target-accuracy", "0.99", "--max-seconds", "60",
+              # small and short: what `train --help` offers beyond the contract
+              "--steps", "40", "--batch-size", "32", "--embed", "8", "--hidden", "24", "--attn-dim", "12",
+              "--eval-every", "20", "--eval-samples", "40", "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def cli_training(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """`train` run once for this module: its process result and the checkpoint it wrote."""
+    folder = tmp_path_factory.mktemp("cli")
+    result = run_cli("train", *TRAIN_ARGS, "--out", str(folder / "cli-copy"))
+    return result, folder / "cli-copy.safetensors"
+
+
+@pytest.fixture(scope="module")
+def cli_checkpoint(cli_training) -> Path:
+    result, path = cli_training
+    assert result.returncode == 0, result.stderr.decode()
+    return path
+
+
+def test_train_shows_progress_and_writes_a_checkpoint(cli_training):
+    result, path = cli_training
+    out, err = decoded(result)
+    assert result.returncode == 0, err
+    assert "Traceback" not in out + err
+    progress = [line for line in err.splitlines() if line.startswith("step")]
+    assert len(progress) == 2 and "/40" in progress[0] and "loss" in progress[0] and "exact" in progress[0]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["checkpoint"] == str(path) and summary["steps"] == 40
+    assert summary["stopped_because"] in ("steps", "target")
+    assert EVAL_KEYS <= set(summary)
+    bundle = checkpoint.load(path)
+    cfg = bundle.model.cfg
+    assert (cfg.attention, cfg.cell, cfg.hidden, cfg.embed, cfg.attn_dim) == ("scaled_dot", "gru", 24, 8, 12)
+    assert (bundle.task.name, bundle.task.min_len, bundle.task.max_len) == ("copy", 1, 6)
+    assert bundle.training["seed"] == 3 and bundle.training["steps_done"] == 40
+
+
+class Payload:
+    """Unpickling this creates a marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return open, (str(self.marker), "w")
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory, cli_checkpoint) -> dict[str, Path]:
+    """Files that are not usable checkpoints, and the marker a pickle payload would create."""
+    folder = tmp_path_factory.mktemp("bad")
+    files = {"garbage": folder / "garbage.safetensors", "empty": folder / "empty.safetensors",
+             "truncated": folder / "truncated.safetensors", "pickle": folder / "model.pt",
+             "marker": folder / "payload-ran", "folder": folder}
+    files["garbage"].write_bytes(bytes(range(256)) * 20)
+    files["empty"].write_bytes(b"")
+    data = cli_checkpoint.read_bytes()
+    files["truncated"].write_bytes(data[: len(data) // 2])
+    files["pickle"].write_bytes(pickle.dumps({"state_dict": Payload(files["marker"])}))
+    return files
+
+
+@pytest.fixture(scope="module")
+def cli_runs(cli_checkpoint, bad_files) -> dict[str, subprocess.CompletedProcess]:
+    """The end-to-end runs on the trained checkpoint, started together (each one waits seconds for torch)."""
+    ckpt = str(cli_checkpoint)
+    runs: dict[str, tuple[list[str], dict[str, str] | None]] = {
+        "eval": (["eval", "--checkpoint", ckpt, "--samples", "30", "--min-len", "2", "--max-len", "4",
+                  "--seed", "9", "--json"], None),
+        # a bare name is looked up among the shipped checkpoints, in EXPLORER_PRETRAINED when set
+        "trace by name": (["trace", "--checkpoint", "cli-copy", "--input", "1 2 3 4", "--json"],
+                          {"EXPLORER_PRETRAINED": str(cli_checkpoint.parent)}),
+        "huge emoji input": (["trace", "--checkpoint", ckpt, "--input", "😀\u202e\x07" * 6667], None),
+        "pickle payload": (["eval", "--checkpoint", str(bad_files["pickle"]), "--json"], None),
+    }
+    if SHIPPED:
+        bundle = checkpoint.load(SHIPPED[0])
+        text = bundle.task_obj.examples()[0] if bundle.task_obj else "I am happy."
+        runs["shipped by name"] = (["trace", "--checkpoint", SHIPPED[0], "--input", text, "--json"], None)
+    with ThreadPoolExecutor(len(runs)) as pool:
+        started = {name: pool.submit(run_cli, *argv, env=env) for name, (argv, env) in runs.items()}
+        return {name: future.result() for name, future in started.items()}
+
+
+def test_eval_json_prints_one_object_with_scores_in_range(cli_runs):
+    out, err = decoded(cli_runs["eval"])
+    assert cli_runs["eval"].returncode == 0 and err == "", err
+    lines = out.strip().splitlines()
+    assert len(lines) == 1
+    report = json.loads(lines[0])
+    assert EVAL_KEYS <= set(report) and report["n"] == 30
+    for key in ("exact_match", "token_accuracy", "alignment_accuracy"):
+        assert 0.0 <= report[key] <= 1.0, key
+
+
+def test_trace_json_by_name_has_every_key_and_consistent_shapes(cli_runs, cli_checkpoint):
+    out, err = decoded(cli_runs["trace by name"])
+    assert cli_runs["trace by name"].returncode == 0 and err == "", err
+    data = json.loads(out)
+    assert TRACE_KEYS <= set(data)
+    assert data["source_tokens"] == ["1", "2", "3", "4"] and data["attention"] == "scaled_dot"
+    cfg = checkpoint.load(cli_checkpoint).model.cfg
+    S, T = 4, len(data["output_tokens"])
+    He, H, D = cfg.memory_size, cfg.hidden, cfg.attn_dim  # the CLI's toy-task encoder is bidirectional: He = 2H
+    assert (He, H, D) == (48, 24, 12)
+    assert 1 <= T <= cfg.max_tgt_len
+    shapes = {"encoder_states": (S, He), "keys": (S, D), "values": (S, D), "decoder_states": (T, H),
+              "queries": (T, D), "scores": (T, S), "weights": (T, S), "contexts": (T, D)}
+    for key, (rows, cols) in shapes.items():
+        assert len(data[key]) == rows and all(len(row) == cols for row in data[key]), key
+    for row in data["weights"]:
+        assert sum(row) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_shipped_checkpoints_are_found_by_name(cli_runs, capsys):
+    """Every shipped checkpoint loads by its bare name, the first one also end to end (none shipped: none to find)."""
+    for name in SHIPPED:
+        assert main(["info", "--checkpoint", name]) == 0
+        assert json.loads(capsys.readouterr().out)["name"] == name
+    if SHIPPED:
+        out, err = decoded(cli_runs["shipped by name"])
+        assert cli_runs["shipped by name"].returncode == 0, err
+        assert TRACE_KEYS <= set(json.loads(out))
+
+
+def test_end_to_end_a_huge_input_of_emoji_and_control_characters_exits_2(cli_runs):
+    result = cli_runs["huge emoji input"]
+    assert_refused(result.returncode, *decoded(result), "20,001 characters; the limit is 1,000")
+
+
+def test_end_to_end_a_pickle_payload_is_refused_and_never_run(cli_runs, bad_files):
+    result = cli_runs["pickle payload"]
+    assert_refused(result.returncode, *decoded(result), "pickled .pt files are refused")
+    assert not bad_files["marker"].exists()
+
+
+# --- bad input: the whole matrix, in-process ---------------------------------------------------------------
+
+INPUT_CASES = {
+    "unknown symbol": ("12a4", "unknown symbol 'a'"),
+    "empty": ("", "the input is empty"),
+    "whitespace only": (" \t \n ", "the input is empty"),
+    "longer than the model supports": ("1" * 65, "the input has 65 tokens; this model supports at most 64"),
+    "20,000 characters": ("7" * 20_000, "the input has 20,000 characters; the limit is 1,000"),
+    "emoji": ("12😀", "unknown symbol '😀'"),
+    "emoji sequence": ("1👩‍💻", "U+200D (ZERO WIDTH JOINER)"),
+    "right-to-left text": ("שלום", "unknown symbols 'ש', 'ל', 'ו', 'ם'"),
+    "right-to-left override": ("12\u202e34", "U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+    "terminal escape": ("1\x1b[2J2", "U+001B"),
+    "bell": ("1\x072", "U+0007"),
+    "NUL": ("1\x002", "U+0000"),
+    "undecodable bytes": ("1\udcff2", "U+DCFF"),
+}
+
+
+@pytest.mark.parametrize("text, message", INPUT_CASES.values(), ids=INPUT_CASES.keys())
+def test_a_bad_input_exits_2_with_one_line(cli_checkpoint, capsys, text, message):
+    rc = main(["trace", "--checkpoint", str(cli_checkpoint), "--input", text, "--json"])
+    assert_refused(rc, *capsys.readouterr(), message)
+
+
+CHECKPOINT_CASES = {
+    "missing": ("missing", "no checkpoint named"),
+    "garbage": ("garbage", "is not an Attention Explorer checkpoint"),
+    "empty": ("empty", "the file is empty or truncated"),
+    "truncated": ("truncated", "truncated.safetensors is corrupt"),
+    "pickle payload": ("pickle", "pickled .pt files are refused because they can run code"),
+    "a folder": ("folder", "cannot read checkpoint"),
+}
+
+
+@pytest.mark.parametrize("command", ["trace", "eval"])
+@pytest.mark.parametrize("which, message", CHECKPOINT_CASES.values(), ids=CHECKPOINT_CASES.keys())
+def test_a_bad_checkpoint_exits_2_with_one_line(bad_files, capsys, command, which, message):
+    path = str(bad_files.get(which, bad_files["folder"] / "missing.safetensors"))
+    argv = [command, "--checkpoint", path] + (["--input", "123"] if command == "trace" else ["--json"])
+    rc = main(argv)
+    assert_refused(rc, *capsys.readouterr(), message)
+    assert not bad_files["marker"].exists()
+
+
+OPTION_CASES = {
+    "no input": (["trace", "--checkpoint", "{ckpt}"], "the following arguments are required: --input"),
+    "unknown command": (["serve"], "invalid choice: 'serve'"),
+    "unknown attention": (["train", "--task", "copy", "--out", "x", "--attention", "cosine"], "invalid choice"),
+    "unknown task": (["train", "--task", "poetry", "--out", "x"], "invalid choice: 'poetry'"),
+    "min-len 0": (["train", "--task", "copy", "--out", "{tmp}/x", "--min-len", "0"], "min_len must be at least 1"),
+    "min above max": (["train", "--task", "copy", "--out", "{tmp}/x", "--min-len", "9", "--max-len", "3"],
+                      "max_len (3) must not be below min_len (9)"),
+    "no samples": (["eval", "--checkpoint", "{ckpt}", "--samples", "0", "--json"], "--samples must be at least 1"),
+    "temperature nan": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--temperature", "nan"],
+                        "temperature must be a positive number"),
+    "mask out of range": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--mask", "5"],
+                          "cannot mask position 5"),
+    "mask everything": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--mask", "0", "--mask", "1"],
+                        "at least one input position must stay visible"),
+    "bad pin": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--pin", "x"], "--pin expects STEP:VALUE"),
+    "unknown forced token": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--force", "0:z"],
+                             "cannot force 'z'"),
+    "bad target": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--target", "1b"], "unknown symbol 'b'"),
+}
+
+
+@pytest.mark.parametrize("argv, message", OPTION_CASES.values(), ids=OPTION_CASES.keys())
+def test_a_bad_option_exits_2_with_one_line(cli_checkpoint, tmp_path, capsys, argv, message):
+    argv = [a.format(ckpt=cli_checkpoint, tmp=tmp_path) for a in argv]
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse's usage errors leave through SystemExit, as in a real process
+        rc = exc.code
+    assert_refused(rc, *capsys.readouterr(), message)
+    assert list(tmp_path.iterdir()) == [], "nothing was written"

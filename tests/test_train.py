@@ -1,0 +1,252 @@
+"""Training (explorer/train.py): a few seconds learn `copy`; runs are reproducible, stoppable and
+continuable; callbacks see progress; `evaluate` scores outputs the way its docstring says."""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import threading
+
+import pytest
+import torch
+
+from explorer.decoding import greedy_batch, strip_output
+from explorer.errors import ExplorerError
+from explorer.evaluation import task_pairs
+from explorer.recipes import train_task
+from explorer.tasks import TaskSpec, make_task
+from explorer.trace import Trace, trace
+from explorer.train import Pair, Progress, TaskData, TrainConfig, Trainer, collate, evaluate, new_task_bundle
+from explorer.vocab import EOS_ID, PAD_ID, SOS_ID
+
+SMALL_MODEL = {"embed": 8, "hidden": 16, "attn_dim": 8, "bidirectional": False}
+SHORT_RUN = TrainConfig(steps=6, batch_size=16, lr=1e-2, eval_every=3, eval_samples=20, seed=5)
+SPEC = TaskSpec("copy", 1, 6)
+
+
+def short_trainer(cfg: TrainConfig = SHORT_RUN, **callbacks) -> Trainer:
+    """A fresh tiny copy model and a trainer for it (nothing run yet)."""
+    bundle, task = new_task_bundle(SPEC, "short", seed=cfg.seed, **SMALL_MODEL)
+    data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
+    return Trainer(bundle, data, cfg, **callbacks)
+
+
+def weights_of(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+
+# --- it learns -----------------------------------------------------------------------------------
+
+
+def test_a_few_seconds_of_training_learn_copy(trained_copy):
+    result = trained_copy.result
+    assert result.reason in ("target", "steps")
+    assert trained_copy.wall_seconds < 60
+    losses = [row["loss"] for row in result.history]
+    chance = math.log(len(trained_copy.bundle.tgt_vocab))  # the loss of a uniform guess
+    assert losses[-1] < 0.5 * losses[0] and losses[-1] < 0.05 * chance, "the loss falls far below chance"
+    fresh = task_pairs(trained_copy.bundle, samples=300, seed=777, min_len=1, max_len=5)
+    metrics = evaluate(trained_copy.bundle.model, fresh)
+    assert metrics.n == 300
+    assert metrics.exact_match >= 0.9
+    assert metrics.token_accuracy >= 0.95
+    assert metrics.alignment_accuracy >= 0.9, "copy attends along the diagonal"
+
+
+def test_the_training_record_is_kept_in_the_bundle(trained_copy):
+    bundle, result = trained_copy.bundle, trained_copy.result
+    assert bundle.training["steps_done"] == result.steps
+    assert bundle.training["stopped_because"] == result.reason
+    assert bundle.training["seed"] == trained_copy.config.seed
+    assert bundle.metrics == {"validation": result.metrics.to_dict()}
+
+
+# --- reproducible, stoppable, continuable ------------------------------------------------------------
+
+
+def test_the_same_seed_gives_identical_weights_and_metrics():
+    runs = []
+    for _ in range(2):
+        trainer = short_trainer()
+        result = trainer.run()
+        runs.append((weights_of(trainer), result))
+    (w1, r1), (w2, r2) = runs
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    assert r1.metrics == r2.metrics
+    drop_time = lambda history: [{k: v for k, v in row.items() if k != "seconds"} for row in history]  # noqa: E731
+    assert drop_time(r1.history) == drop_time(r2.history)
+
+
+def test_another_seed_gives_other_weights():
+    a, b = short_trainer(), short_trainer(TrainConfig(**{**SHORT_RUN.__dict__, "seed": 6}))
+    a.run(2)
+    b.run(2)
+    assert not torch.equal(a.model.out.weight, b.model.out.weight)
+
+
+def test_a_stop_flag_set_before_the_run_trains_nothing():
+    stop = threading.Event()
+    stop.set()
+    trainer = short_trainer(stop=stop)
+    before = weights_of(trainer)
+    result = trainer.run()
+    assert result.reason == "stopped" and result.steps == 0
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+
+
+def test_a_stop_flag_stops_at_once_and_keeps_what_was_learned():
+    stop = threading.Event()
+
+    def stop_after_step_2(p: Progress) -> None:
+        if p.step == 2:
+            stop.set()
+    trainer = short_trainer(on_step=stop_after_step_2, stop=stop)
+    before = weights_of(trainer)
+    result = trainer.run(100)
+    assert result.reason == "stopped" and result.steps == 2 == trainer.step
+    assert trainer.bundle.training["steps_done"] == 2 and trainer.bundle.training["stopped_because"] == "stopped"
+    assert trainer.bundle.model is trainer.model
+    assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items()), "training is kept"
+    assert result.history[-1]["step"] == 2, "the stopped model was still evaluated"
+
+
+def test_running_again_continues_where_training_stopped():
+    trainer = short_trainer()
+    first = trainer.run(3)
+    second = trainer.run(2)
+    assert (first.steps, second.steps) == (3, 5)
+    assert second.examples == 5 * SHORT_RUN.batch_size
+    steps = [row["step"] for row in second.history]
+    assert steps == sorted(steps) and steps[-1] == 5
+    assert trainer.bundle.training["steps_done"] == 5
+
+
+def test_reaching_the_target_accuracy_stops_early(trained_copy):
+    bundle = copy.deepcopy(trained_copy.bundle)  # already good at copy: the first evaluation hits the target
+    cfg = TrainConfig(steps=50, batch_size=16, eval_every=1, eval_samples=50, target_accuracy=0.8, lr=1e-4)
+    data = TaskData(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, seed=1)
+    result = Trainer(bundle, data, cfg).run()
+    assert result.reason == "target" and result.steps == 1
+    assert result.metrics.exact_match >= 0.8
+
+
+def test_a_time_limit_stops_the_run():
+    trainer = short_trainer(TrainConfig(**{**SHORT_RUN.__dict__, "max_seconds": 0.0, "steps": 100}))
+    result = trainer.run()
+    assert result.reason == "time" and result.steps == 1
+
+
+# --- callbacks -------------------------------------------------------------------------------------------
+
+
+def test_callbacks_receive_progress_metrics_and_a_probe_trace():
+    steps, evals = [], []
+    trainer = short_trainer(on_step=steps.append, on_eval=evals.append)
+    trainer.run()
+    assert [p.step for p in steps] == [1, 2, 3, 4, 5, 6]
+    assert all(p.total_steps == 6 and math.isfinite(p.loss) and p.lr > 0 and p.metrics is None for p in steps)
+    assert [p.examples for p in steps] == [16 * i for i in range(1, 7)]
+    assert [p.step for p in evals] == [3, 6]
+    for p in evals:
+        assert 0 <= p.metrics.exact_match <= 1 and 0 <= p.metrics.token_accuracy <= 1
+        assert p.metrics.n == SHORT_RUN.eval_samples
+        assert isinstance(p.probe, Trace)
+        assert "".join(p.probe.source_tokens) == trainer.data.probe_text()
+        assert p.probe.weights.shape == (p.probe.steps, len(p.probe.source_tokens))
+
+
+def test_the_learning_rate_decays_over_a_run():
+    lrs = []
+    trainer = short_trainer(on_step=lambda p: lrs.append(p.lr))
+    trainer.run()
+    assert lrs[0] == pytest.approx(SHORT_RUN.lr) and lrs == sorted(lrs, reverse=True)
+    assert lrs[-1] >= SHORT_RUN.lr * SHORT_RUN.min_lr_ratio
+
+
+# --- evaluate() and collate() on hand-made cases ------------------------------------------------------------
+
+
+def ids(bundle, text: str) -> tuple[int, ...]:
+    return tuple(bundle.src_vocab.encode(tuple(text)))
+
+
+def test_evaluate_scores_hand_made_cases(trained_copy):
+    bundle = trained_copy.bundle
+    for text in ("123", "4567"):
+        assert strip_output(greedy_batch(bundle.model, [ids(bundle, text)]).ids[0].tolist()) == list(ids(bundle, text))
+
+    def score(*pairs):
+        return evaluate(bundle.model, [Pair(ids(bundle, s), ids(bundle, t)) for s, t in pairs])
+
+    # the model outputs "1 2 3 <eos>" for "123"
+    right = score(("123", "123"))
+    assert (right.n, right.exact_match, right.token_accuracy, right.alignment_accuracy) == (1, 1.0, 1.0, None)
+    one_wrong = score(("123", "124"))  # 1 2 3 <eos> against 1 2 4 <eos>: 3 of 4 tokens
+    assert (one_wrong.exact_match, one_wrong.token_accuracy) == (0.0, 0.75)
+    too_long = score(("123", "12"))  # against 1 2 <eos>: the output's 3 is where <eos> should be
+    assert (too_long.exact_match, too_long.token_accuracy) == (0.0, 2 / 3)
+    too_short = score(("123", "1234"))  # against 1 2 3 4 <eos>: 3 of 5
+    assert (too_short.exact_match, too_short.token_accuracy) == (0.0, 3 / 5)
+    mixed = score(("123", "123"), ("4567", "4567"), ("123", "124"))
+    assert mixed.exact_match == pytest.approx(2 / 3)
+    assert mixed.token_accuracy == pytest.approx((4 + 5 + 3) / (4 + 5 + 4)), "pooled over tokens, not averaged"
+
+
+def test_evaluate_scores_alignment_as_often_as_attention_hits_the_truth(trained_copy):
+    bundle = trained_copy.bundle
+    argmax = trace(bundle, "1234").weights.argmax(-1)[:4].tolist()  # where each output step looks
+    diagonal = tuple(frozenset({i}) for i in range(4))
+    anti = tuple(frozenset({3 - i}) for i in range(4))
+    expected_diagonal = sum(argmax[t] == t for t in range(4)) / 4
+    expected_anti = sum(argmax[t] == 3 - t for t in range(4)) / 4
+    src, tgt = ids(bundle, "1234"), ids(bundle, "1234")
+    assert evaluate(bundle.model, [Pair(src, tgt, diagonal)]).alignment_accuracy == expected_diagonal == 1.0
+    assert evaluate(bundle.model, [Pair(src, tgt, anti)]).alignment_accuracy == expected_anti
+    no_truth = tuple(frozenset() for _ in range(4))  # steps without a true position are not counted
+    assert evaluate(bundle.model, [Pair(src, tgt, no_truth)]).alignment_accuracy is None
+
+
+def test_evaluate_keeps_the_models_mode_and_handles_no_pairs(trained_copy):
+    model = copy.deepcopy(trained_copy.bundle.model).train()
+    assert evaluate(model, []).to_dict() == {"n": 0, "exact_match": 0.0, "token_accuracy": 0.0,
+                                            "alignment_accuracy": None}
+    evaluate(model, [Pair((4, 5), (4, 5))])
+    assert model.training
+
+
+def test_collate_pads_sources_and_shifts_targets():
+    src, lengths, tgt_in, tgt_out = collate([Pair((4, 5, 6), (7, 8)), Pair((9,), (10, 11, 12))])
+    assert src.tolist() == [[4, 5, 6], [9, PAD_ID, PAD_ID]] and lengths.tolist() == [3, 1]
+    assert tgt_in.tolist() == [[SOS_ID, 7, 8, PAD_ID], [SOS_ID, 10, 11, 12]]
+    assert tgt_out.tolist() == [[7, 8, EOS_ID, PAD_ID], [10, 11, 12, EOS_ID]]
+
+
+def test_validation_data_is_fixed_by_the_seed_and_batches_are_fresh():
+    bundle, task = new_task_bundle(SPEC, "data")
+    a = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, 30, seed=1)
+    b = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, 30, seed=1)
+    assert a.validation() == b.validation()
+    rng = random.Random(0)
+    assert a.batch(rng, 8) != a.batch(rng, 8)
+    assert all(1 <= len(p.src) <= 6 and p.src == p.tgt for p in a.batch(rng, 50))
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"steps": 0}, "steps must be at least 1"),
+    ({"batch_size": 0}, "batch size must be 1–4096"),
+    ({"lr": 0}, r"learning rate must be in \(0, 1\]"),
+    ({"teacher_forcing": 1.5}, r"teacher forcing ratio must be in \[0, 1\]"),
+    ({"target_accuracy": 0}, r"target accuracy must be in \(0, 1\]"),
+    ({"eval_every": 0}, "evaluation interval and size must be positive"),
+])
+def test_train_config_rejects_impossible_settings(options, message):
+    with pytest.raises(ExplorerError, match=message):
+        TrainConfig(**options)
+
+
+def test_train_task_builds_trains_and_reports():
+    bundle, trainer, result = train_task(SPEC, "mini", dict(SMALL_MODEL), SHORT_RUN)
+    assert bundle.task == SPEC and bundle.name == "mini" and trainer.bundle is bundle
+    assert result.steps == SHORT_RUN.steps and result.reason == "steps"
+    assert make_task(SPEC).max_source_len <= bundle.model.cfg.max_src_len

@@ -1,0 +1,119 @@
+"""Translation end to end: train on a TSV, translate through the CLI (one line out per line in), BLEU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explorer import checkpoint
+from explorer.evaluation import evaluate_tsv, translate_text
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+NUMBERS_EN = ["one", "two", "three", "four", "five", "six"]
+NUMBERS_FR = ["un", "deux", "trois", "quatre", "cinq", "six"]
+COLOURS_EN = ["red", "green", "blue"]
+COLOURS_FR = ["rouges", "vertes", "bleues"]
+
+
+def tiny_corpus() -> list[tuple[str, str]]:
+    """Adjective-noun reordering in miniature: "the red car" -> "la voiture rouge"."""
+    pairs = []
+    for en_c, fr_c in zip(COLOURS_EN, COLOURS_FR):
+        for en_n, fr_n in zip(NUMBERS_EN, NUMBERS_FR):
+            pairs.append((f"{en_n} {en_c} cars.", f"{fr_n} voitures {fr_c}."))
+    return pairs
+
+
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "explorer", *args], cwd=ROOT, input=stdin,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("translation")
+    data = folder / "tiny.tsv"
+    data.write_text("".join(f"{s}\t{t}\n" for s, t in tiny_corpus()), encoding="utf-8")
+    out = folder / "tiny"
+    result = run_cli("train", "--data", str(data), "--tgt-lang", "fr", "--out", str(out), "--min-freq", "1",
+                     "--valid-fraction", "0", "--steps", "400", "--batch-size", "32", "--embed", "16",
+                     "--hidden", "48", "--attn-dim", "24", "--dropout", "0", "--eval-every", "100",
+                     "--lr", "0.01", "--quiet")
+    assert result.returncode == 0, result.stderr
+    return out.with_suffix(".safetensors")
+
+
+def test_tiny_model_learns_the_fixture_corpus(tiny_model: Path) -> None:
+    bundle = checkpoint.load(tiny_model)
+    assert bundle.languages == ("en", "fr")
+    right = sum(translate_text(bundle, s)[0] == t for s, t in tiny_corpus())
+    assert right >= 0.9 * len(tiny_corpus())
+
+
+def test_translate_reads_stdin_and_writes_one_line_per_line(tiny_model: Path) -> None:
+    lines = ["two blue cars.", "", "three red cars.", "x" * 5000, "   ", "six green cars."]
+    result = run_cli("translate", "--checkpoint", str(tiny_model), stdin="\n".join(lines) + "\n")
+    assert result.returncode == 0
+    out = result.stdout.split("\n")
+    assert out[-1] == "" and len(out) - 1 == len(lines)
+    assert out[0] == "deux voitures bleues."
+    assert out[2] == "trois voitures rouges."
+    assert out[5] == "six voitures vertes."
+    assert out[1] == out[3] == out[4] == ""
+    errors = result.stderr.strip().splitlines()
+    assert [e.split(":")[0] for e in errors] == ["line 2", "line 4", "line 5"]
+    assert "Traceback" not in result.stderr
+
+
+def test_translate_warns_about_unknown_words(tiny_model: Path) -> None:
+    result = run_cli("translate", "--checkpoint", str(tiny_model), "--input", "two purple cars.")
+    assert result.returncode == 0
+    assert len(result.stdout.splitlines()) == 1
+    assert "unknown" in result.stderr and "purple" in result.stderr
+
+
+def test_translate_with_beam_search_agrees_on_easy_input(tiny_model: Path) -> None:
+    result = run_cli("translate", "--checkpoint", str(tiny_model), "--input", "four red cars.", "--beam", "3")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "quatre voitures rouges."
+
+
+def test_eval_on_a_tsv_reports_bleu(tiny_model: Path, tmp_path: Path) -> None:
+    data = tmp_path / "eval.tsv"
+    data.write_text("".join(f"{s}\t{t}\n" for s, t in tiny_corpus()), encoding="utf-8")
+    result = run_cli("eval", "--checkpoint", str(tiny_model), "--data", str(data), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert {"n", "exact_match", "token_accuracy", "bleu"} <= set(report)
+    assert report["n"] == len(tiny_corpus())
+    assert report["bleu"] > 80
+
+
+def test_eval_on_a_malformed_tsv_is_one_line(tiny_model: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tsv"
+    bad.write_bytes(b"\x00\x01\x02 binary")
+    result = run_cli("eval", "--checkpoint", str(tiny_model), "--data", str(bad), "--json")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+SHIPPED = {"eng-fra": ("eng-fra", 30.0), "eng-cmn": ("eng-cmn", 20.0)}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_translation_model_on_its_held_out_split(name: str) -> None:
+    """The shipped model against the held-out split of the shared data it was trained beside."""
+    folder, floor = SHIPPED[name]
+    data = SHARED_DATA / folder / "pairs.tsv"
+    if not data.exists() or name not in checkpoint.pretrained_names():
+        pytest.skip(f"needs ../shared/data/{folder} and pretrained/{name}")
+    bundle = checkpoint.load(name)
+    report = evaluate_tsv(bundle, str(data), samples=400, split="valid")
+    assert report["n"] >= 350
+    assert report["bleu"] >= floor - 8  # 400 sentences: a noisy slice of the full split (README has the full figure)
