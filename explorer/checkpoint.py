@@ -21,7 +21,7 @@ from safetensors.torch import save as st_save
 
 from .bundle import ModelBundle
 from .errors import ExplorerError
-from .model import ModelConfig, Seq2Seq
+from .model import ModelConfig, Seq2Seq, seeded_model
 from .tasks import TaskSpec
 from .vocab import Vocab
 
@@ -71,6 +71,7 @@ def save(bundle: ModelBundle, path: str | Path, half: bool = False) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is an ordinary readable file
         os.replace(tmp, path)
     except BaseException as exc:
         if tmp is not None:
@@ -163,8 +164,7 @@ def _bundle_from_info(info: dict[str, Any], name: str, source: str, tensors: dic
     except (RuntimeError, ValueError, TypeError) as exc:
         raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {exc})") from None
     _check_weights(skeleton.state_dict(), tensors, source)
-    torch.manual_seed(0)
-    return ModelBundle(name=name, model=Seq2Seq(cfg), src_vocab=src_vocab, tgt_vocab=tgt_vocab, task=task,
+    return ModelBundle(name=name, model=seeded_model(cfg, 0), src_vocab=src_vocab, tgt_vocab=tgt_vocab, task=task,
                        languages=languages, training=dict(info.get("training") or {}),
                        metrics=dict(info.get("metrics") or {}))
 

@@ -1,0 +1,75 @@
+"""Print the shipped models' measured metrics as Markdown tables (the figures quoted in the READMEs).
+
+    python scripts/report_pretrained.py [--samples 1000] [--lengths 1-40] [--data-root ../shared/data]
+
+Toy tasks: `explorer eval` over each model's own length range (fresh samples, seed 12345) and
+accuracy by input length for the reversal twins; translation: BLEU on the held-out split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from explorer import checkpoint  # noqa: E402
+from explorer.evaluation import accuracy_by_length, evaluate_checkpoint, evaluate_tsv  # noqa: E402
+
+TRANSLATION_DATA = {"eng-fra": "eng-fra/pairs.tsv", "eng-cmn": "eng-cmn/pairs.tsv"}
+
+
+def fmt(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--lengths", default="1-40", help="range for the accuracy-by-length table")
+    parser.add_argument("--per-length", type=int, default=200)
+    parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data"))
+    args = parser.parse_args()
+    lo, hi = (int(x) for x in args.lengths.split("-"))
+
+    names = checkpoint.pretrained_names()
+    print("| model | task / languages | trained lengths | exact match | token accuracy | alignment accuracy | BLEU | parameters | file size |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in names:
+        bundle = checkpoint.load(name)
+        size = checkpoint.resolve(name).stat().st_size
+        started = time.perf_counter()
+        if bundle.task is not None:
+            r = evaluate_checkpoint(bundle, samples=args.samples)
+            lengths = f"{bundle.task.min_len}–{bundle.task.max_len}" if bundle.task.name != "dates" else "–"
+            print(f"| `{name}` | {bundle.task.name} | {lengths} | {fmt(r['exact_match'])} | {fmt(r['token_accuracy'])} "
+                  f"| {fmt(r['alignment_accuracy'])} | – | {bundle.parameter_count:,} | {size / 1e6:.1f} MB |")
+        else:
+            data = Path(args.data_root) / TRANSLATION_DATA.get(name, "")
+            if not data.is_file():
+                print(f"| `{name}` | {'→'.join(bundle.languages)} | – | – | – | – | (no data at {data}) "
+                      f"| {bundle.parameter_count:,} | {size / 1e6:.1f} MB |")
+                continue
+            r = evaluate_tsv(bundle, str(data), split="valid")
+            print(f"| `{name}` | {'→'.join(bundle.languages)} | held-out {r['n']:,} pairs | {fmt(r['exact_match'])} "
+                  f"| {fmt(r['token_accuracy'])} | – | {r['bleu']:.1f} | {bundle.parameter_count:,} | {size / 1e6:.1f} MB |")
+        print(f"  ({name}: {time.perf_counter() - started:.1f} s)", file=sys.stderr)
+
+    twins = [n for n in ("reverse", "reverse-none") if n in names]
+    if twins:
+        print()
+        print("Exact match by input length (200 fresh samples per length, seed 12345 + length):")
+        print()
+        print("| length | " + " | ".join(f"`{n}`" for n in twins) + " |")
+        print("| --- | " + " | ".join("---" for _ in twins) + " |")
+        rows = {n: accuracy_by_length(checkpoint.load(n), range(lo, hi + 1), args.per_length) for n in twins}
+        for k, length in enumerate(range(lo, hi + 1)):
+            print(f"| {length} | " + " | ".join(fmt(rows[n][k]["exact_match"]) for n in twins) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
