@@ -1,8 +1,15 @@
 """Attention Explorer: page navigation only. Run with `streamlit run app.py`."""
 
-import streamlit as st
+import os
 
-from explorer.pages import compare, explore, learn, train
+# One torch thread per process: the app's matrices are small, and on a shared 2-core machine two
+# spin-waiting OpenMP threads made every trace and curve 15-20x slower (measured). Read when torch
+# is first imported, which the pages do lazily.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import streamlit as st  # noqa: E402
+
+from explorer.pages import compare, explore, learn, train  # noqa: E402
 
 st.set_page_config(page_title="Attention Explorer", page_icon="🔍", layout="wide")
 

@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--max-tokens", type=int, default=16, help="translation: longest sentence kept, in tokens")
     t.add_argument("--min-freq", type=int, default=2, help="translation: rarer tokens become <unk>")
     t.add_argument("--valid-fraction", type=float, default=0.05)
-    t.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    t.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: the cores other work leaves idle, at least 1)")
     t.add_argument("--quiet", action="store_true")
 
     e = sub.add_parser("eval", help="score a checkpoint on fresh task samples or a TSV file")
@@ -119,11 +120,11 @@ def _progress_printer(quiet: bool):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    import torch
+
     from . import checkpoint
-    from .recipes import train_from_args
-    if args.threads:
-        import torch
-        torch.set_num_threads(args.threads)
+    from .recipes import auto_threads, train_from_args
+    torch.set_num_threads(args.threads or auto_threads())
     bundle, result = train_from_args(args, on_eval=_progress_printer(args.quiet))
     path = checkpoint.save(bundle, args.out, half=args.half)
     m = result.metrics

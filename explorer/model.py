@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 from dataclasses import asdict, dataclass
 from typing import NamedTuple, Union
 
@@ -273,6 +274,15 @@ class Step(NamedTuple):
     logits: Tensor  # (B, V) U [s_t; c_t] + b_U
 
 
+def _identity(x: Tensor) -> Tensor:
+    return x
+
+
+def _stack(layers: list[Tensor]) -> Tensor:
+    """(L, B, H) from L tensors (B, H); one layer is a view, not a copy."""
+    return layers[0].unsqueeze(0) if len(layers) == 1 else torch.stack(layers)
+
+
 class Seq2Seq(nn.Module):
     """Encoder, attention and decoder; `encode` once per input, then `decode_step` per output token."""
 
@@ -326,6 +336,9 @@ class Seq2Seq(nn.Module):
     def decode_step(self, y_prev: Tensor, state: State, c_prev: Tensor | None, memory: Memory,
                     control: Control | None = None) -> Step:
         """One output step: the seed's four steps. y_prev (B,) ids, state s_{t-1}, c_prev c_{t-1} (B, D)."""
+        # Per-step overhead counts here (batch-1 decoding is a few dozen small ops per step), so work
+        # that changes nothing is skipped: dropout with p = 0, stacking a single layer, dividing by τ = 1.
+        drop = self.dropout if self.cfg.dropout else _identity
         x = self.embed(y_prev)  # (B, E)
         if c_prev is not None:
             x = torch.cat([x, c_prev], dim=-1)  # (B, E + D): [y_{t-1}; c_{t-1}]
@@ -336,19 +349,19 @@ class Seq2Seq(nn.Module):
                 h_i, c_i = cell(x, (state[0][i], state[1][i]))
                 hs.append(h_i)
                 cs.append(c_i)
-                x = self.dropout(h_i)
-            new_state: State = (torch.stack(hs), torch.stack(cs))
+                x = drop(h_i)
+            new_state: State = (_stack(hs), _stack(cs))
             s = hs[-1]
         else:
             hs = []
             for i, cell in enumerate(self.cells):
                 h_i = cell(x, state[i])
                 hs.append(h_i)
-                x = self.dropout(h_i)
-            new_state = torch.stack(hs)  # (L, B, H)
+                x = drop(h_i)
+            new_state = _stack(hs)  # (L, B, H)
             s = hs[-1]  # (B, H)
         if self.attention is None:
-            return Step(new_state, s, None, None, None, None, self.out(self.dropout(s)))
+            return Step(new_state, s, None, None, None, None, self.out(drop(s)))
         # Step 2: q_t = Query(s_t); the keys and values were computed once in encode().
         q = self.attention.query(s)  # (B, D)
         # Step 3: scores, softmax weights, context = expectation of V under the weights.
@@ -360,14 +373,14 @@ class Seq2Seq(nn.Module):
             if control.mask is not None:
                 visible = visible & ~control.mask
         scores = scores.masked_fill(~visible, float("-inf"))
-        weights = torch.softmax(scores / temperature, dim=-1)  # (B, S) α_t
+        weights = torch.softmax(scores / temperature if temperature != 1.0 else scores, dim=-1)  # (B, S) α_t
         if control is not None and control.pin is not None:
             pinned = control.pin >= 0  # (B,)
             one_hot = torch.zeros_like(weights).scatter_(1, control.pin.clamp(min=0).unsqueeze(1), 1.0)
             weights = torch.where(pinned.unsqueeze(1), one_hot, weights)
         context = (weights.unsqueeze(-1) * memory.values).sum(1)  # (B, D) c_t = Σ_i α_ti v_i
         # Step 4: ŷ_t = softmax(U [s_t; c_t] + b_U).
-        logits = self.out(self.dropout(torch.cat([s, context], dim=-1)))  # (B, V)
+        logits = self.out(drop(torch.cat([s, context], dim=-1)))  # (B, V)
         return Step(new_state, s, q, scores, weights, context, logits)
 
     def forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor, teacher_forcing: float = 1.0,
@@ -393,3 +406,16 @@ class Seq2Seq(nn.Module):
                     torch.rand((), generator=generator).item() < teacher_forcing
                 y = tgt_in[:, t + 1] if use_truth else step.logits.argmax(-1)
         return torch.stack(logits, 1), (torch.stack(weights, 1) if weights else None)
+
+
+# torch's default generator is one per process, shared by every thread: each session's script and
+# each training job. Whoever seeds it and then draws (initialising a model) holds this lock, so two
+# sessions building a model with the same seed at the same moment both get the weights of a lone run.
+SEED_LOCK = threading.RLock()
+
+
+def seeded_model(cfg: ModelConfig, seed: int) -> Seq2Seq:
+    """A freshly initialised model whose weights depend only on `seed`, even while other threads draw."""
+    with SEED_LOCK:
+        torch.manual_seed(seed)
+        return Seq2Seq(cfg)

@@ -7,17 +7,16 @@ is reproduced by the same code the app trains with.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from .bundle import ModelBundle
 from .errors import ExplorerError
-from .model import ModelConfig, Seq2Seq
+from .model import ModelConfig, seeded_model
 from .tasks import TaskSpec
 from .train import Callback, Pair, PairData, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle
 from .vocab import Vocab
@@ -30,6 +29,21 @@ TRANSLATION_MODEL_DEFAULTS: dict[str, Any] = {"embed": 128, "hidden": 256, "attn
                                               "dropout": 0.2}
 TRANSLATION_TRAIN_DEFAULTS: dict[str, Any] = {"steps": 20000, "batch_size": 64, "lr": 2e-3, "eval_every": 1000,
                                               "eval_samples": 1000}
+
+
+def auto_threads() -> int:
+    """Torch threads for training here: every usable core that other work leaves idle, at least one.
+
+    Measured on a 2-core machine shared with other jobs (load average 5–20): two OpenMP threads
+    that spin-wait for each other made a training step 20–50× slower than one thread, because one
+    of them is always descheduled. On an idle machine every core helps.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # no load average on this system
+        return cores
+    return max(1, min(cores, int(cores - busy + 0.5)))
 
 
 def _pick(args: argparse.Namespace, defaults: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
@@ -75,9 +89,8 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     tgt_vocab = build_vocab((t for _, t in train_tok), min_freq, max_vocab)
     options = {**TRANSLATION_MODEL_DEFAULTS, **model_options,
                "max_src_len": max(64, max_tokens * 2), "max_tgt_len": max(64, max_tokens * 2) + 8}
-    torch.manual_seed(seed)
     cfg = ModelConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **options)
-    bundle = ModelBundle(name, Seq2Seq(cfg), src_vocab, tgt_vocab, languages=(src_lang, tgt_lang))
+    bundle = ModelBundle(name, seeded_model(cfg, seed), src_vocab, tgt_vocab, languages=(src_lang, tgt_lang))
 
     def to_pair(s: list[str], t: list[str]) -> Pair:
         return Pair(tuple(src_vocab.encode(s)), tuple(tgt_vocab.encode(t)))

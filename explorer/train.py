@@ -19,7 +19,7 @@ from torch import nn
 from .bundle import ModelBundle
 from .decoding import greedy_batch, strip_output
 from .errors import ExplorerError
-from .model import ModelConfig, Seq2Seq
+from .model import SEED_LOCK, ModelConfig, Seq2Seq, seeded_model
 from .tasks import Task, TaskSpec, alignment_hits, make_task
 from .vocab import EOS_ID, PAD_ID, SOS_ID, Vocab
 
@@ -32,6 +32,8 @@ class TrainConfig:
     batch_size: int = 128
     lr: float = 3e-3
     min_lr_ratio: float = 0.1  # cosine decay from lr to lr * this over `steps`
+    plateau_patience: int = 0  # also halve the lr after this many evaluations without a better validation
+    #                            token accuracy, down to lr * min_lr_ratio (0: off)
     clip: float = 1.0
     teacher_forcing: float = 1.0
     seed: int = 0
@@ -54,6 +56,8 @@ class TrainConfig:
             problems.append("target accuracy must be in (0, 1]")
         if self.eval_every < 1 or self.eval_samples < 1:
             problems.append("evaluation interval and size must be positive")
+        if self.plateau_patience < 0:
+            problems.append("plateau patience must be 0 (off) or more")
         if problems:
             raise ExplorerError("; ".join(problems))
 
@@ -243,15 +247,33 @@ class Trainer:
         self.seconds = 0.0
         self.history: list[dict] = []
         self.last_metrics: Metrics | None = None
+        self._lr_scale = 1.0  # halved on each plateau (cfg.plateau_patience)
+        self._best_token_accuracy = -1.0
+        self._stale_evaluations = 0
 
     def set_lr(self, lr: float) -> None:
         """Change the peak learning rate for the next `run` without resetting anything else."""
         self.cfg = TrainConfig(**{**asdict(self.cfg), "lr": lr})
+        self._lr_scale = 1.0
 
     def _lr_at(self, step: int, total: int) -> float:
         progress = min(1.0, step / max(1, total))
         floor = self.cfg.lr * self.cfg.min_lr_ratio
-        return floor + 0.5 * (self.cfg.lr - floor) * (1 + math.cos(math.pi * progress))
+        cosine = floor + 0.5 * (self.cfg.lr - floor) * (1 + math.cos(math.pi * progress))
+        return max(floor, cosine * self._lr_scale)
+
+    def _watch_plateau(self, metrics: Metrics) -> None:
+        """Halve the learning rate once validation token accuracy has not improved for `plateau_patience`
+        evaluations (token accuracy, not exact match: exact match sits at 0 for a while on long inputs)."""
+        if not self.cfg.plateau_patience:
+            return
+        if metrics.token_accuracy > self._best_token_accuracy:
+            self._best_token_accuracy, self._stale_evaluations = metrics.token_accuracy, 0
+            return
+        self._stale_evaluations += 1
+        if self._stale_evaluations >= self.cfg.plateau_patience:
+            self._lr_scale *= 0.5
+            self._stale_evaluations = 0
 
     def train_step(self, pairs: Sequence[Pair]) -> float:
         """One optimisation step on a batch; returns its mean token loss."""
@@ -291,7 +313,8 @@ class Trainer:
         """Train up to `steps` more steps (default the config's), stopping early on target, time or stop flag."""
         steps = self.cfg.steps if steps is None else steps
         self._total = self.step + steps
-        torch.manual_seed(self.cfg.seed + self.step)
+        with SEED_LOCK:  # not while another thread is initialising a model from its seed
+            torch.manual_seed(self.cfg.seed + self.step)
         self.model.train()
         reason, loss = "steps", float("nan")
         end = self.step + steps
@@ -312,6 +335,7 @@ class Trainer:
                                       self.optimizer.param_groups[0]["lr"], self.examples / self.seconds))
             if self.step % self.cfg.eval_every == 0 or self.step == end:
                 progress = self.evaluate_now(loss)
+                self._watch_plateau(progress.metrics)
                 if self.cfg.target_accuracy is not None and progress.metrics.exact_match >= self.cfg.target_accuracy:
                     reason = "target"
                     break
@@ -333,6 +357,5 @@ def new_task_bundle(spec: TaskSpec, name: str, seed: int = 0, **model_options) -
     src_vocab, tgt_vocab = Vocab.build(task.source_symbols()), Vocab.build(task.target_symbols())
     max_src = max(spec.max_len, 32) if spec.name != "dates" else 40
     options = {"max_src_len": max(2 * max_src, 64), "max_tgt_len": max(2 * max_src, 64) + 8, **model_options}
-    torch.manual_seed(seed)
     cfg = ModelConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **options)
-    return ModelBundle(name, Seq2Seq(cfg), src_vocab, tgt_vocab, task=spec), task
+    return ModelBundle(name, seeded_model(cfg, seed), src_vocab, tgt_vocab, task=spec), task

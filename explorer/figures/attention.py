@@ -1,4 +1,8 @@
-"""Attention figures: the α heatmap (outputs × inputs) with the current step and ground truth marked."""
+"""Attention figures read off a Trace: the α heatmap (outputs × inputs), one step's α bars, and the
+context vector drawn as the weighted sum of the value vectors.
+
+Steps t and positions i are 0-based in the code (like the Trace) and shown 1-based (like the seed).
+"""
 
 from __future__ import annotations
 
@@ -6,40 +10,130 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..trace import Trace
-from .style import ACCENT, ATTENTION_SCALE, TRUTH, styled, token_labels
+from .style import (ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, TRUTH, empty_figure, styled,
+                    symmetric_range, token_labels)
+
+NO_ATTENTION = "This model has no attention: the decoder sees the input only through s₀."
+ROW_PX = 34  # heatmap row height on screen
+CELL_HOVER = ("output y<sub>%{customdata[2]}</sub> = %{y}<br>input x<sub>%{customdata[3]}</sub> = %{x}"
+              "<br>α = %{customdata[4]:.6f}<br>e = %{customdata[5]:.6g}<extra></extra>")
 
 
-def attention_heatmap(trace: Trace, step: int | None = None, title: str | None = None) -> go.Figure:
+def source_labels(trace: Trace) -> list[str]:
+    """Input axis labels; words outside the vocabulary are shown as <unk>(word)."""
+    shown = [f"<unk>({t})" if t in trace.unknown_tokens else t for t in trace.source_tokens]
+    return token_labels(shown)
+
+
+def output_labels(trace: Trace) -> list[str]:
+    return token_labels(trace.output_tokens)
+
+
+def attention_heatmap(trace: Trace, step: int | None = None, title: str | None = None, *,
+                      show_truth: bool = True, height: int | None = None) -> go.Figure:
     """α_ti as a heatmap: rows are output steps, columns input positions; hover shows exact values.
 
-    An invisible scatter covers the cells so a click selects a cell (Plotly heatmap clicks do not reach
-    Streamlit); the current step is outlined and the true alignment, when known, is ringed.
+    An invisible scatter covers the cells so a click selects a cell (Plotly heatmap clicks do not
+    reach Streamlit): each point's customdata starts with (t, i), 0-based. The current step is
+    outlined; the true alignment, when known, is ringed in green.
     """
-    x = token_labels(trace.source_tokens)
-    y = token_labels(trace.output_tokens)
-    T, S = trace.weights.shape if trace.has_attention else (len(y), len(x))
-    z = trace.weights if trace.has_attention else np.zeros((T, S))
+    if not trace.has_attention:
+        return empty_figure(NO_ATTENTION, title)
+    x, y = source_labels(trace), output_labels(trace)
+    T, S = trace.weights.shape
+    scores = np.where(np.isfinite(trace.scores), trace.scores, np.nan)
+    tt, ii = np.meshgrid(np.arange(T), np.arange(S), indexing="ij")  # (T, S)
+    custom = np.stack([tt, ii, tt + 1, ii + 1, trace.weights, scores], axis=-1)  # (T, S, 6)
     fig = go.Figure(go.Heatmap(
-        z=z, x=x, y=y, zmin=0.0, zmax=1.0, colorscale=ATTENTION_SCALE, showscale=True,
-        colorbar={"title": "α"},
-        hovertemplate="output %{y}<br>input %{x}<br>α = %{z:.4f}<extra></extra>"))
-    xs, ys, custom = [], [], []
-    for t in range(T):
-        for i in range(S):
-            xs.append(x[i])
-            ys.append(y[t])
-            custom.append([t, i])
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", customdata=custom, showlegend=False,
-                             marker={"symbol": "square", "size": 18, "opacity": 0},
-                             hoverinfo="skip", name="cells"))
-    if trace.alignment is not None:
-        tt, ii = np.nonzero(trace.alignment[:T])
-        fig.add_trace(go.Scatter(x=[x[i] for i in ii], y=[y[t] for t in tt], mode="markers", name="true alignment",
-                                 marker={"symbol": "circle-open", "size": 14, "color": TRUTH, "line": {"width": 2}},
-                                 hoverinfo="skip"))
+        z=trace.weights, x=x, y=y, zmin=0.0, zmax=1.0, colorscale=ATTENTION_SCALE, customdata=custom,
+        colorbar={"title": {"text": "α"}, "thickness": 14, "len": min(1.0, 300 / max(300, 30 * T))},
+        hoverinfo="skip", name="α", xgap=1, ygap=1))  # the cells' scatter below carries hover and clicks
+    flat = custom.reshape(T * S, -1)
+    row_px = ROW_PX if T <= 24 else max(16, 820 // T)  # long outputs get thinner rows
+    fig.add_trace(go.Scatter(
+        x=[x[i] for i in ii.ravel()], y=[y[t] for t in tt.ravel()], mode="markers", customdata=flat,
+        showlegend=False, hovertemplate=CELL_HOVER, name="cells",
+        marker={"symbol": "square", "size": row_px, "opacity": 0}))
+    if show_truth and trace.alignment is not None:
+        rows = min(T, trace.alignment.shape[0])
+        at, ai = np.nonzero(trace.alignment[:rows])
+        fig.add_trace(go.Scatter(
+            x=[x[i] for i in ai], y=[y[t] for t in at], mode="markers", name="true alignment",
+            customdata=custom[at, ai] if len(at) else None, hovertemplate=CELL_HOVER,
+            marker={"symbol": "circle-open", "size": 16 if S <= 20 else 11, "color": TRUTH,
+                    "line": {"width": 3 if S <= 20 else 2}}))
     if step is not None and 0 <= step < T:
         fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=S - 0.5, y0=step - 0.5, y1=step + 0.5,
-                      line={"color": ACCENT, "width": 3})
-    fig.update_yaxes(autorange="reversed", title="output step t", type="category")
-    fig.update_xaxes(title="input position i", type="category", side="top")
-    return styled(fig, title, height=max(320, 40 + 28 * T))
+                      line={"color": ACCENT, "width": 4})
+    fig.update_yaxes(autorange="reversed", type="category", showgrid=False, automargin=True, dtick=1)
+    crowded = S > 16 or sum(len(label) for label in x) > 56
+    longest = max(len(label) for label in x)
+    # Every label (dtick=1); no axis title: the modebar sits above the top axis.
+    fig.update_xaxes(type="category", side="top", showgrid=False, automargin=True, dtick=1,
+                     tickangle=-60 if crowded else 0)
+    top = 50 + (40 if title else 0) + (min(9 * longest, 160) if crowded else 0)
+    styled(fig, title, height=height or max(320, top + 70 + row_px * T))
+    fig.update_layout(hovermode="closest", margin={"t": top, "b": 60, "l": 10, "r": 10},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.02, "xanchor": "left", "x": 0.0})
+    if title:
+        fig.update_layout(title={"y": 0.99, "yanchor": "top"})
+    return fig
+
+
+def weights_bar(trace: Trace, step: int, title: str | None = None) -> go.Figure:
+    """α_t as bars over the input positions (the current row of the heatmap); true positions in green."""
+    if not trace.has_attention:
+        return empty_figure(NO_ATTENTION, title)
+    x = source_labels(trace)
+    w = trace.weights[step]
+    e = np.where(np.isfinite(trace.scores[step]), trace.scores[step], np.nan)
+    truth = np.zeros(len(x), dtype=bool)
+    if trace.alignment is not None and step < trace.alignment.shape[0]:
+        truth = trace.alignment[step]
+    colours = [TRUTH if hit else "#4a7fb5" for hit in truth]
+    fig = go.Figure(go.Bar(
+        x=x, y=w, marker={"color": colours}, customdata=np.stack([np.arange(1, len(x) + 1), e], axis=-1),
+        hovertemplate="x<sub>%{customdata[0]}</sub> = %{x}<br>α = %{y:.6f}<br>e = %{customdata[1]:.6g}"
+                      "<extra></extra>", name="α", text=[f"{v:.2f}" if v >= 0.05 else "" for v in w],
+        textposition="outside",
+        cliponaxis=False))
+    fig.update_yaxes(title=f"α<sub>{step + 1},i</sub>", range=[0, 1.12])
+    fig.update_xaxes(type="category", tickangle=-60 if len(x) > 12 or sum(map(len, x)) > 60 else 0)
+    fig.update_layout(showlegend=False)
+    return styled(fig, title, height=300)
+
+
+def context_sum(trace: Trace, step: int, title: str | None = None) -> go.Figure:
+    """c_t = Σ_i α_ti v_i drawn as a sum: each row is one weighted value vector α_ti v_i, the last row
+    their column sums, c_t. Hover shows α_ti, v_i[d] and the product exactly."""
+    if not trace.has_attention:
+        return empty_figure(NO_ATTENTION, title)
+    w = trace.weights[step]  # (S,)
+    weighted = w[:, None] * trace.values  # (S, D) α_ti v_i
+    c = trace.contexts[step]  # (D,)
+    S, D = trace.values.shape
+    gap = np.full((1, D), np.nan)
+    z = np.vstack([weighted, gap, c[None, :]])  # (S + 2, D): the weighted rows, a gap, their sum
+    labels = [f"α{_sub(step + 1)},{_sub(i + 1)}·v{_sub(i + 1)}  {lab}" for i, lab in enumerate(source_labels(trace))]
+    labels += ["", f"= c{_sub(step + 1)}"]
+    custom = np.full((S + 2, D, 3), np.nan)
+    custom[:S, :, 0] = w[:, None]
+    custom[:S, :, 1] = trace.values
+    peak = symmetric_range(weighted, c)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=np.arange(1, D + 1), y=labels, zmid=0, zmin=-peak, zmax=peak, colorscale=DIVERGING_SCALE,
+        customdata=custom, colorbar={"title": {"text": "value"}, "thickness": 14}, hoverongaps=False,
+        hovertemplate="%{y}, dim %{x}<br>α = %{customdata[0]:.6f}<br>v = %{customdata[1]:.6g}"
+                      "<br>value = %{z:.6g}<extra></extra>", xgap=1, ygap=1))
+    fig.add_hline(y=S + 0.5, line={"color": "#333333", "width": 2})
+    fig.update_yaxes(autorange="reversed", type="category", tickfont={"size": FONT_SIZE})
+    fig.update_xaxes(title="dimension d of vᵢ and cₜ", showgrid=False)
+    return styled(fig, title, height=max(260, 110 + 26 * (S + 2)))
+
+
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def _sub(n: int) -> str:
+    """A number as Unicode subscript digits (s₃), readable in any font plotly uses."""
+    return str(n).translate(_SUBSCRIPTS)

@@ -73,3 +73,33 @@ def show_problem(exc: Exception) -> None:
         st.error(str(exc), icon="⚠️")
     else:
         st.error(f"Something went wrong: {type(exc).__name__}: {exc}", icon="🛑")
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _shipped_curve(name: str, lengths: tuple[int, ...], samples: int, seed: int):
+    """Accuracy by length of a shipped model: computed once per server (shipped models never change)."""
+    from explorer.comparison import length_curve
+    return length_curve(shipped_model(name), lengths, samples, seed)
+
+
+def accuracy_curve(name: str, lengths: tuple[int, ...] | None = None, samples: int | None = None,
+                   seed: int | None = None):
+    """A model's accuracy-by-length Curve: shared across sessions for shipped models, per session otherwise."""
+    from explorer import comparison
+    lengths = tuple(lengths or comparison.CURVE_LENGTHS)
+    samples = samples or comparison.CURVE_SAMPLES
+    seed = comparison.CURVE_SEED if seed is None else seed
+    if session_models().get(name) is None and name in shipped_model_names():
+        return _shipped_curve(name, lengths, samples, seed)
+    return cached(("curve", model_key(name), lengths, samples, seed),
+                  lambda: comparison.length_curve(get_model(name), lengths, samples, seed))
+
+
+def explore_link(label: str, model: str, text: str, step: int | None = None) -> None:
+    """A link that opens the Explore page on this model, input and decoder step (1-based, as Explore reads it)."""
+    from explorer.pages import explore
+    params = {"model": model, "input": text}
+    if step is not None:
+        params["step"] = str(step)
+    page = st.Page(explore.render, title="Explore", icon="🔍", url_path="explore")
+    st.page_link(page, label=label, icon=":material/search:", query_params=params)

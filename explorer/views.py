@@ -1,0 +1,224 @@
+"""What the Explore page shows, computed without Streamlit: requests, examples, tables and exports.
+
+A `Request` names everything that determines one decoding (model, input, mode, target, beam choice,
+intervention); `request_trace` turns it into a Trace. The tables are pandas DataFrames read off a
+Trace (the "database lookup" of one step, the top-k, the tidy CSV export), so the page only lays
+them out and tests can check them against the trace.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .bundle import ModelBundle, Prepared
+from .decoding import Candidate, beam_search
+from .errors import ExplorerError
+from .trace import Intervention, Trace, trace
+from .vocab import EOS, UNK
+
+MODES: dict[str, str] = {"greedy": "Greedy", "beam": "Beam search", "teacher": "Teacher-forced"}
+MAX_BEAM_WIDTH = 10
+
+# Short, common sentences for translation models (kept when the model knows every word).
+TRANSLATION_EXAMPLES: tuple[str, ...] = (
+    "I am cold.", "She is my sister.", "We are friends.", "Where is the station?", "I love you.",
+    "He is reading a book.", "Tom is a teacher.", "It is raining.", "I do not know.", "Come here.",
+    "This is my house.", "They are happy.", "I want to go home.", "The cat is black.",
+)
+
+
+@dataclass(frozen=True)
+class Request:
+    """Everything that determines one trace on the Explore page (hashable: it is a cache key)."""
+
+    model: str
+    text: str
+    mode: str = "greedy"  # greedy | beam | teacher
+    target: str = ""  # teacher-forced mode: the output to force
+    beam_width: int = 3
+    candidate: int = 0  # beam mode: which candidate (best first) to step through
+    intervention: Intervention = Intervention()
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ExplorerError(f"unknown decoding mode {self.mode!r}; choose one of {', '.join(MODES)}")
+
+    @property
+    def original(self) -> "Request":
+        """The same request without any intervention (the left side of a what-if comparison)."""
+        return replace(self, intervention=Intervention())
+
+
+# --- inputs --------------------------------------------------------------------------------------
+
+def example_inputs(bundle: ModelBundle) -> list[str]:
+    """A few inputs that suit the model: the task's examples, or sentences whose words it knows."""
+    if bundle.task_obj is not None:
+        limit = bundle.model.cfg.max_src_len
+        return [e for e in bundle.task_obj.examples() if len(bundle.tokenize_source(e)) <= limit]
+    known = []
+    for text in TRANSLATION_EXAMPLES:
+        try:
+            if not bundle.prepare(text).unknown:
+                known.append(text)
+        except ExplorerError:
+            continue
+    return known or list(TRANSLATION_EXAMPLES[:5])
+
+
+def random_input(bundle: ModelBundle, rng: random.Random) -> str:
+    """A fresh input: a random sample of the task (lengths it was trained on), or a random example sentence."""
+    task = bundle.task_obj
+    if task is None:
+        return rng.choice(example_inputs(bundle))
+    limit = bundle.model.cfg.max_src_len
+    for _ in range(20):
+        source = task.sample(rng, 1)[0].source
+        if len(source) <= limit:
+            return "".join(source)
+    return rng.choice(example_inputs(bundle))
+
+
+# --- decoding ------------------------------------------------------------------------------------
+
+def candidates(bundle: ModelBundle, text: str, width: int) -> list[Candidate]:
+    """Beam-search candidates for an input, best first (ExplorerError for bad input or width)."""
+    if not 1 <= width <= MAX_BEAM_WIDTH:
+        raise ExplorerError(f"beam width must be 1–{MAX_BEAM_WIDTH}")
+    return beam_search(bundle.model, bundle.prepare(text).ids, width)
+
+
+def candidate_target(bundle: ModelBundle, candidate: Candidate) -> Prepared:
+    """A beam candidate as a teacher-forcing target, so its steps can be traced."""
+    tokens = tuple(bundle.tgt_vocab.decode(candidate.ids))
+    shown = bundle.detokenize_target(tokens)
+    return Prepared(shown, tuple(t for t in tokens if t != EOS), tuple(candidate.ids), ())
+
+
+def request_trace(bundle: ModelBundle, request: Request, beam: Sequence[Candidate] | None = None) -> Trace:
+    """The trace a request asks for: greedy, teacher-forced on the typed target, or a beam candidate's.
+
+    Beam mode traces the chosen candidate teacher-forced on its own tokens (beam search keeps no trace);
+    pass `beam` when the candidates are already known."""
+    if request.mode == "greedy":
+        return trace(bundle, request.text, request.intervention)
+    if request.mode == "teacher":
+        if not request.target.strip():
+            raise ExplorerError("teacher-forced mode needs a target: type the output to force")
+        return trace(bundle, request.text, request.intervention, target=request.target)
+    found = list(beam) if beam is not None else candidates(bundle, request.text, request.beam_width)
+    index = min(max(request.candidate, 0), len(found) - 1)
+    return trace(bundle, request.text, request.intervention, target=candidate_target(bundle, found[index]))
+
+
+def output_text(bundle: ModelBundle, tr: Trace) -> str:
+    """The output tokens as display text (specials dropped)."""
+    return bundle.detokenize_target([t for t in tr.output_tokens if t != EOS])
+
+
+def truth_text(bundle: ModelBundle, tr: Trace) -> str | None:
+    """The task's correct output for this input (None for translation or inputs without a truth)."""
+    example = bundle.ground_truth(tr.source_tokens)
+    return None if example is None else bundle.detokenize_target(example.target)
+
+
+def candidates_frame(bundle: ModelBundle, found: Sequence[Candidate]) -> pd.DataFrame:
+    """Beam candidates as a table: rank, text, total and per-token log-probability, finished."""
+    rows = []
+    for rank, cand in enumerate(found, start=1):
+        tokens = bundle.tgt_vocab.decode(cand.ids)
+        rows.append({"rank": rank, "output": bundle.detokenize_target(tokens), "tokens": len(cand.ids),
+                     "log P": cand.log_prob, "log P / token": cand.normalized, "P": float(np.exp(cand.log_prob)),
+                     "finished": cand.finished})
+    return pd.DataFrame(rows, columns=["rank", "output", "tokens", "log P", "log P / token", "P", "finished"])
+
+
+# --- tables read off a trace ---------------------------------------------------------------------
+
+def shown_token(tr: Trace, token: str) -> str:
+    """A source token as the model saw it: words outside the vocabulary become <unk> (word)."""
+    return f"{UNK} ({token})" if token in tr.unknown_tokens else token
+
+
+def lookup_table(tr: Trace, t: int) -> pd.DataFrame:
+    """Step t's "database lookup": one row per input position i with x_i, k_i, e_ti, α_ti, v_i.
+
+    Indices in the table are 1-based like the seed's x_1..x_m; vectors are lists of floats."""
+    _check_step(tr, t)
+    if not tr.has_attention:
+        raise ExplorerError("this model has no attention: there is no lookup table")
+    S = len(tr.source_tokens)
+    frame = pd.DataFrame({
+        "i": np.arange(1, S + 1),
+        "token": [shown_token(tr, x) for x in tr.source_tokens],
+        "key k_i": [row.astype(float).tolist() for row in tr.keys],
+        "score e_ti": tr.scores[t].astype(float),
+        "weight α_ti": tr.weights[t].astype(float),
+        "value v_i": [row.astype(float).tolist() for row in tr.values],
+    })
+    if tr.alignment is not None and t < len(tr.alignment):
+        frame["true"] = tr.alignment[t].astype(bool)
+    return frame
+
+
+def top_k_frame(tr: Trace, t: int, k: int = 10) -> pd.DataFrame:
+    """The k most probable output tokens at step t, with whether each is the chosen one."""
+    _check_step(tr, t)
+    rows = [{"token": tok, "p": p, "chosen": tok == tr.output_tokens[t]} for tok, p in tr.top_k(t, k)]
+    return pd.DataFrame(rows, columns=["token", "p", "chosen"])
+
+
+def trace_frame(tr: Trace) -> pd.DataFrame:
+    """The trace as one tidy table: a row per output step × input position (one per step without attention).
+
+    Columns: step t and position i (1-based), the output, previous and input tokens, the chosen token's
+    probability, the score e_ti and weight α_ti, and whether (t, i) is in the true alignment."""
+    T, S = tr.steps, len(tr.source_tokens)
+    chosen_p = tr.probs[np.arange(T), tr.output_ids] if T else np.zeros(0)
+    rows = []
+    for t in range(T):
+        base = {"step": t + 1, "output_token": tr.output_tokens[t], "previous_token": tr.previous_tokens[t],
+                "probability": float(chosen_p[t])}
+        if not tr.has_attention:
+            rows.append({**base, "position": np.nan, "input_token": None, "score": np.nan, "weight": np.nan,
+                         "true_alignment": None})
+            continue
+        for i in range(S):
+            truth = None
+            if tr.alignment is not None and t < len(tr.alignment):
+                truth = bool(tr.alignment[t, i])
+            score = float(tr.scores[t, i])
+            rows.append({**base, "position": i + 1, "input_token": tr.source_tokens[i],
+                         "score": score if np.isfinite(score) else np.nan, "weight": float(tr.weights[t, i]),
+                         "true_alignment": truth})
+    columns = ["step", "output_token", "previous_token", "probability", "position", "input_token", "score",
+               "weight", "true_alignment"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def trace_csv(tr: Trace) -> str:
+    """The tidy table as CSV text (the page's CSV download)."""
+    return trace_frame(tr).to_csv(index=False)
+
+
+def step_summary(tr: Trace, t: int) -> dict[str, object]:
+    """Plain facts about step t for captions: tokens, chosen probability, the most attended position."""
+    _check_step(tr, t)
+    chosen = tr.output_tokens[t]
+    out: dict[str, object] = {"t": t + 1, "previous": tr.previous_tokens[t], "chosen": chosen,
+                              "p": float(tr.probs[t, tr.output_ids[t]])}
+    if tr.has_attention:
+        i = int(np.argmax(tr.weights[t]))
+        out.update(argmax=i, argmax_token=tr.source_tokens[i], argmax_weight=float(tr.weights[t, i]),
+                   argmax_score=float(tr.scores[t, i]))
+    return out
+
+
+def _check_step(tr: Trace, t: int) -> None:
+    if not 0 <= t < tr.steps:
+        raise ExplorerError(f"step {t + 1} does not exist: decoding has steps 1–{tr.steps}")

@@ -1,0 +1,106 @@
+"""Shared support for the Compare and Learn AppTests: reversal twins to compare, and the app's
+navigation with one page opened first.
+
+- `twin_dir()`: a folder of checkpoints holding `reverse` and `reverse-none`: the shipped pretrained/
+  when both are shipped, else two tiny twins trained once per test session (a few seconds).
+- `pretrained_at(folder)`: point the engine and the app's caches at that folder for a while.
+- `app_test(page)`: an AppTest of the app's real pages (same url paths as app.py), `page` opened first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from explorer import checkpoint
+
+TWINS = ("reverse", "reverse-none")
+TINY_TWIN_MODEL = {"embed": 8, "hidden": 24, "attn_dim": 16, "cell": "gru", "bidirectional": True}
+
+
+def shipped_twins() -> bool:
+    """Whether pretrained/ ships both reversal twins."""
+    return all((checkpoint.PRETRAINED_DIR / f"{n}{checkpoint.SUFFIX}").exists() for n in TWINS)
+
+
+@functools.lru_cache(maxsize=None)
+def twin_dir() -> Path:
+    """Shipped pretrained/ if it has the twins, else tiny twins trained on reverse 1–8 into a temp folder."""
+    if shipped_twins():
+        return checkpoint.PRETRAINED_DIR
+    from explorer.recipes import train_task
+    from explorer.tasks import TaskSpec
+    from explorer.train import TrainConfig
+    folder = Path(tempfile.mkdtemp(prefix="explorer-twins-"))
+    cfg = TrainConfig(steps=150, batch_size=64, lr=1e-2, eval_every=150, eval_samples=100)
+    for name, attention in (("reverse", "dot"), ("reverse-none", "none")):
+        options = {**TINY_TWIN_MODEL, "attention": attention}
+        bundle, _, _ = train_task(TaskSpec("reverse", 1, 8), name, options, cfg)
+        checkpoint.save(bundle, folder / name)
+    return folder
+
+
+def clear_caches() -> None:
+    """Forget every cached model, name list and curve (they belong to one pretrained folder)."""
+    from explorer.pages import common
+    for cached in (common.shipped_model, common.shipped_model_names, common._shipped_curve):
+        cached.clear()
+
+
+@contextlib.contextmanager
+def pretrained_at(folder: Path) -> Iterator[Path]:
+    """Make `folder` the shipped-checkpoint folder for the engine, the CLI (env) and the app's caches."""
+    old_dir, old_env = checkpoint.PRETRAINED_DIR, os.environ.get("EXPLORER_PRETRAINED")
+    checkpoint.PRETRAINED_DIR = Path(folder)
+    os.environ["EXPLORER_PRETRAINED"] = str(folder)
+    clear_caches()
+    try:
+        yield Path(folder)
+    finally:
+        checkpoint.PRETRAINED_DIR = old_dir
+        if old_env is None:
+            os.environ.pop("EXPLORER_PRETRAINED", None)
+        else:
+            os.environ["EXPLORER_PRETRAINED"] = old_env
+        clear_caches()
+
+
+APP = """
+import streamlit as st
+from explorer.pages import compare, explore, learn, train
+st.set_page_config(page_title="Attention Explorer", layout="wide")
+first = {first!r}
+st.navigation([
+    st.Page(explore.render, title="Explore", url_path="explore", default=first == "explore"),
+    st.Page(train.render, title="Train", url_path="train", default=first == "train"),
+    st.Page(compare.render, title="Compare", url_path="compare", default=first == "compare"),
+    st.Page(learn.render, title="Learn", url_path="learn", default=first == "learn"),
+]).run()
+"""
+
+
+def app_test(page: str, timeout: float = 240):
+    """The app's pages under st.navigation (as app.py has them), with `page` as the one that opens."""
+    from streamlit.testing.v1 import AppTest
+    return AppTest.from_string(APP.format(first=page), default_timeout=timeout)
+
+
+def copy_of(bundle, name: str):
+    """A private deep copy of a (read-only) test model under another name, as the Train page makes."""
+    from explorer.registry import private_copy
+    clone = private_copy(bundle, name)
+    clone.model.eval()
+    return clone
+
+
+def frame_with(at, column: str):
+    """The first dataframe on the page that has this column (AppTest does not expose dataframe keys)."""
+    for el in at.dataframe:
+        frame = el.value
+        if column in frame.columns:
+            return frame
+    raise AssertionError(f"no dataframe with a column {column!r}")

@@ -1,0 +1,170 @@
+"""Real-browser test support: start the app with `streamlit run`, drive it with headless Chromium.
+
+Two pieces, shared by every page's browser test:
+
+- `streamlit_server(...)` starts `streamlit run app.py` headless on a free port (optionally with
+  `EXPLORER_PRETRAINED` pointing at other checkpoints), waits for `/_stcore/health`, and stops it.
+  `server_fixture(...)` wraps it as a pytest fixture factory.
+- `chromium(...)` launches Playwright's Chromium from Debian's `/usr/bin/chromium` (Playwright cannot
+  download browsers here) with the flags verified in STACK-NOTES; `wait_idle(page)` waits until the
+  script has finished running, so a test never reads the previous run.
+
+Tests using these skip (not fail) when Playwright or Chromium is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+
+
+@dataclass
+class Server:
+    """A running `streamlit run app.py`: its URL, process and log file."""
+
+    url: str
+    port: int
+    process: subprocess.Popen
+    log: Path
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def streamlit_command(port: int, script: str = "app.py") -> list[str]:
+    """The README's app command (`streamlit run app.py`), headless and local, on a given port."""
+    return [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
+            "--server.address", "127.0.0.1", "--server.port", str(port),
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def streamlit_server(pretrained: str | Path | None = None, env: dict[str, str] | None = None,
+                     timeout: float = 60.0, script: str = "app.py") -> Iterator[Server]:
+    """Start the app headless on a free port, wait until it answers /_stcore/health, stop it afterwards."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    if pretrained is not None:
+        full_env["EXPLORER_PRETRAINED"] = str(pretrained)
+    log = Path(tempfile.mkdtemp(prefix="streamlit-log-")) / "server.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(streamlit_command(port, script), cwd=ROOT, env=full_env,
+                                   stdout=out, stderr=subprocess.STDOUT)
+    server = Server(url, port, process, log)
+    try:
+        deadline = time.monotonic() + timeout
+        while not _healthy(url):
+            if process.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {process.returncode}:\n{server.log_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"streamlit did not answer /_stcore/health in {timeout:.0f}s:\n"
+                                   f"{server.log_text()[-3000:]}")
+            time.sleep(0.25)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+def server_fixture(pretrained: str | Path | Callable[[], str | Path] | None = None, scope: str = "module",
+                   **kwargs):
+    """A pytest fixture factory: `server = server_fixture(path)` in a test module yields a running Server.
+
+    `pretrained` may be a callable (evaluated when the fixture runs), e.g. to train a checkpoint first;
+    a fixture name string is not accepted, use `request.getfixturevalue` in your own fixture instead.
+    """
+    @pytest.fixture(scope=scope)
+    def _server() -> Iterator[Server]:
+        where = pretrained() if callable(pretrained) else pretrained
+        with streamlit_server(where, **kwargs) as server:
+            yield server
+    return _server
+
+
+def require_browser() -> None:
+    """Skip the calling test when Playwright or Chromium is not installed."""
+    pytest.importorskip("playwright.sync_api")
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+
+
+@contextlib.contextmanager
+def chromium(width: int = 1600, height: int = 3000) -> Iterator["object"]:
+    """A headless Chromium page (Playwright) with a tall viewport: Streamlit scrolls inside its own
+    container, so screenshots show only the viewport."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(180_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def wait_idle(page, timeout: float = 180_000, settle: float = 300) -> None:
+    """Wait until the script has run to the end after an interaction (not the previous run's page).
+
+    A short pause first lets the browser send the interaction and flip the state to running."""
+    page.wait_for_timeout(settle)
+    page.wait_for_selector(IDLE, timeout=timeout)
+    page.wait_for_timeout(settle)
+    page.wait_for_selector(IDLE, timeout=timeout)
+
+
+def wait_charts(page, timeout: float = 60_000) -> None:
+    """Wait until every Plotly chart on the page has drawn (they render after the script finishes)."""
+    page.wait_for_function(
+        """() => !document.querySelector('[data-testid="stSkeleton"]')
+                 && Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+                    .every(el => el.querySelector('.main-svg'))""", timeout=timeout)
+    page.wait_for_timeout(300)
+
+
+def open_app(page, server: Server, query: str = "") -> None:
+    """Load the app (optionally with a query string like `?model=copy`) and wait for the first run."""
+    page.goto(server.url + "/" + query.lstrip("/"))
+    page.wait_for_selector('[data-testid="stApp"]')
+    wait_idle(page, settle=1000)

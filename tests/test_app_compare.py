@@ -1,0 +1,119 @@
+"""The Compare page under AppTest: the bottleneck curve, its numbers against `python -m explorer eval`,
+and two models side by side (shipped twins, or tiny twins when none are shipped; a session model too)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from explorer import comparison
+from explorer.registry import SessionModels
+from tests import app_support
+
+# A short curve keeps the test quick; the page reads these at run time.
+LENGTHS = (1, 5, 12, 35)
+SAMPLES = 40
+
+
+@pytest.fixture(scope="module")
+def pretrained():
+    with app_support.pretrained_at(app_support.twin_dir()) as folder:
+        yield folder
+
+
+@pytest.fixture
+def short_curve(monkeypatch):
+    monkeypatch.setattr(comparison, "CURVE_LENGTHS", LENGTHS)
+    monkeypatch.setattr(comparison, "CURVE_SAMPLES", SAMPLES)
+
+
+def no_exception(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def app_test_run():
+    """The app with Compare open, after its first run."""
+    return app_support.app_test("compare").run()
+
+
+def test_renders_curve_and_side_by_side(pretrained, short_curve):
+    at = app_test_run()
+    no_exception(at)
+    assert at.session_state["compare_curve_models"][:2] == ["reverse", "reverse-none"]
+    assert at.session_state["compare_model_a"] == "reverse"
+    assert at.session_state["compare_model_b"] == "reverse-none"
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 3  # the curve, reverse's attention map, the parameter bars
+    spec = json.loads(charts[0].proto.spec)
+    names = [trace_["name"] for trace_ in spec["data"]]
+    assert any(n.startswith("reverse (dot)") for n in names) and any(n.startswith("reverse-none") for n in names)
+    params = app_support.frame_with(at, "attention")
+    assert params.loc["reverse", "attention"] > 0 and params.loc["reverse-none", "attention"] == 0
+    assert params.loc["reverse", "total"] == params.loc["reverse", ["encoder", "decoder", "attention", "output"]].sum()
+    assert any("No attention" in i.value for i in at.info)
+
+
+def test_curve_numbers_match_explorer_eval(pretrained, short_curve):
+    """Each point of the page's curve is `python -m explorer eval --min-len L --max-len L --seed 12345+L`:
+    checked at a length inside the training range and one beyond it (the CLI runs in parallel)."""
+    at = app_test_run()
+    no_exception(at)
+    table = app_support.frame_with(at, "length").set_index("length")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    runs = {}
+    for length in (5, 35):
+        command = comparison.eval_command("reverse", length, SAMPLES).split()[3:]  # after `python -m explorer`
+        runs[length] = subprocess.Popen([sys.executable, "-m", "explorer", *command], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=env)
+    for length, process in runs.items():
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+        cli = json.loads(out)
+        assert cli["n"] == SAMPLES
+        for key in ("exact_match", "token_accuracy", "alignment_accuracy"):
+            assert table.loc[length, f"reverse {key}"] == cli[key], (length, key)
+        # The plain twin has no attention, so no alignment accuracy.
+        assert pd.isna(table.loc[length, "reverse-none alignment_accuracy"])
+
+
+def test_widgets_and_any_two_session_models(pretrained, short_curve, trained_copy):
+    at = app_test_run()
+    for metric in ("token_accuracy", "alignment_accuracy"):
+        at.radio(key="compare_metric").set_value(metric).run()
+        no_exception(at)
+    at.multiselect(key="compare_curve_models").unselect("reverse-none").run()
+    no_exception(at)
+    # A random input of another length for both models.
+    at.number_input(key="compare_length").set_value(7).run()
+    at.button(key="compare_random").click().run()
+    no_exception(at)
+    assert len(at.text_input(key="compare_input").value) == 7
+    # A model trained in this session, against a shipped one, on an input only one of them reads.
+    models = SessionModels()
+    mine = app_support.copy_of(trained_copy.bundle, "my-copy")
+    models.put(mine)
+    at.session_state["models"] = models
+    at.run()
+    at.selectbox(key="compare_model_b").set_value("my-copy").run()
+    no_exception(at)
+    at.text_input(key="compare_input").set_value("31415").run()
+    no_exception(at)
+    assert any(h.value == "my-copy" for h in at.subheader)
+    at.multiselect(key="compare_curve_models").select("my-copy").run()
+    no_exception(at)
+    # Bad input is a message for each side, not a traceback.
+    at.text_input(key="compare_input").set_value("12ab").run()
+    no_exception(at)
+    assert len(at.error) >= 2
+
+
+def test_no_models_is_a_message(tmp_path, monkeypatch):
+    with app_support.pretrained_at(tmp_path):
+        at = app_test_run()
+        no_exception(at)
+        assert any("No model yet" in i.value for i in at.info)

@@ -1,0 +1,488 @@
+"""The Explore page under AppTest: every control, every decoding mode, interventions, URL state and bad
+input (a message in the page, the last good view kept, never an exception).
+
+The app runs on small untrained checkpoints (tests/explore_models.py) in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+import explorer.trace
+from explorer import checkpoint
+from explorer.registry import SessionModels
+
+from explore_models import build_models, write_models
+
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory):
+    """Point the app at the test checkpoints (EXPLORER_PRETRAINED is read at import, so patch the module)."""
+    folder = write_models(tmp_path_factory.mktemp("explore-models"))
+    saved = checkpoint.PRETRAINED_DIR
+    checkpoint.PRETRAINED_DIR = folder
+    st.cache_resource.clear()
+    yield folder
+    checkpoint.PRETRAINED_DIR = saved
+    st.cache_resource.clear()
+
+
+def open_app(models_dir, **params) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def state(at: AppTest, name: str):
+    return at.session_state["explore_" + name]
+
+
+def ok(at: AppTest) -> AppTest:
+    """Run and check there was no exception (a traceback in the page)."""
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def figure(at: AppTest, key: str) -> dict:
+    """The plotly figure drawn under a chart key, as JSON."""
+    for el in at.get("plotly_chart"):
+        spec = json.loads(el.proto.spec)
+        if el.proto.id and key in el.proto.id or getattr(el, "key", None) == key:
+            return spec
+    raise AssertionError(f"no chart {key}")
+
+
+def decode(array) -> np.ndarray:
+    if isinstance(array, dict) and "bdata" in array:
+        data = np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+        shape = array.get("shape")
+        if isinstance(shape, str):  # plotly 7 writes "12, 8"
+            shape = [int(n) for n in shape.split(",")]
+        return data.reshape(shape) if shape is not None else data
+    return np.asarray(array)
+
+
+def step_slider(at: AppTest):
+    """The step slider (its key changes whenever the step moves some other way)."""
+    (slider,) = [s for s in at.slider if s.label == "Step t"]
+    return slider
+
+
+def metric(at: AppTest, label_start: str) -> str:
+    for m in at.metric:
+        if m.label.startswith(label_start):
+            return m.value
+    raise AssertionError(f"no metric {label_start!r}: {[m.label for m in at.metric]}")
+
+
+# --- opening the page --------------------------------------------------------------------------------
+
+def test_opens_on_explore_with_the_first_model_and_its_first_example(models_dir):
+    at = open_app(models_dir)
+    assert at.title[0].value.endswith("Explore")
+    assert state(at, "model") == "copy"
+    assert state(at, "input") == "31415926"
+    assert state(at, "step") == 1
+    assert metric(at, "Correct answer") == "31415926"
+    assert metric(at, "Steps") == "12"
+    assert {k: at.query_params[k] for k in ("model", "input", "mode", "step")} == \
+        {"model": "copy", "input": "31415926", "mode": "greedy", "step": "1"}
+    assert at.latex, "the four steps show their equations"
+    assert not errors(at)
+
+
+def test_the_heatmap_shows_the_traced_weights_with_the_current_step_marked(models_dir):
+    at = open_app(models_dir)
+    at.button(key="explore_next").click()
+    ok(at)
+    spec = figure(at, "explore_heatmap")
+    bundle = checkpoint.load(models_dir / "copy.safetensors")
+    expected = explorer.trace.trace(bundle, "31415926")
+    assert np.allclose(decode(spec["data"][0]["z"]), expected.weights, atol=1e-6)
+    rect = spec["layout"]["shapes"][0]
+    assert (rect["y0"], rect["y1"]) == (0.5, 1.5)  # step t = 2 (0-based row 1)
+
+
+@pytest.mark.parametrize("name", ["copy", "dates", "reverse-none", "tiny-fra"])
+def test_every_model_renders(models_dir, name):
+    at = open_app(models_dir)
+    at.selectbox(key="explore_model").set_value(name)
+    ok(at)
+    assert state(at, "model") == name
+    assert not errors(at), errors(at)
+    keys = {el.proto.id for el in at.get("plotly_chart")}
+    has_heatmap = any("explore_heatmap" in k for k in keys)
+    if name == "reverse-none":
+        assert not has_heatmap
+        assert any("no attention" in i.value for i in at.info)
+        assert not at.get("dataframe")  # no lookup table without attention
+    else:
+        assert has_heatmap
+
+
+def test_switching_model_keeps_an_input_the_new_model_reads(models_dir):
+    at = open_app(models_dir)
+    at.selectbox(key="explore_model").set_value("reverse-none")
+    ok(at)
+    assert state(at, "input") == "31415926"
+    at.selectbox(key="explore_model").set_value("dates")
+    ok(at)
+    assert state(at, "input") == "31415926"  # the dates model reads digits too (no truth: not a date)
+    at.selectbox(key="explore_model").set_value("tiny-fra")
+    ok(at)
+    assert state(at, "input") == "31415926"  # translation reads anything (as <unk>)
+    assert any("<unk>" in w.value for w in at.warning)
+
+
+def test_translation_marks_unknown_words(models_dir):
+    at = open_app(models_dir, model="tiny-fra", input="Zorglub is here.")
+    warning = " ".join(w.value for w in at.warning)
+    assert "zorglub" in warning.lower() and "<unk>" in warning
+    assert not errors(at)
+
+
+def test_session_models_are_listed_beside_the_shipped_ones(models_dir):
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    own = SessionModels()
+    bundle = build_models()[0]
+    bundle.name = "my-copy"
+    own.put(bundle)
+    at.session_state["models"] = own
+    ok(at)
+    options = at.selectbox(key="explore_model").options
+    assert "my-copy (trained this session)" in options and "copy" in options
+    at.selectbox(key="explore_model").select_index(options.index("my-copy (trained this session)"))
+    ok(at)
+    assert state(at, "model") == "my-copy"
+    assert not errors(at)
+
+
+# --- inputs --------------------------------------------------------------------------------------------
+
+def test_examples_and_random_set_the_input(models_dir):
+    at = open_app(models_dir)
+    examples = at.get("button_group")[0]
+    at.pills(key="explore_example").set_value("8675309")
+    ok(at)
+    assert state(at, "input") == "8675309"
+    assert examples is not None
+    at.button(key="explore_random").click()
+    ok(at)
+    text = state(at, "input")
+    assert text and set(text) <= set("0123456789") and 1 <= len(text) <= 8
+    assert not errors(at)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("", "empty"),
+    ("   ", "empty"),
+    ("12a4", "unknown symbol"),
+    ("1" * 41, "at most 40"),
+    ("x" * 1200, "limit is 1,000"),
+    ("12\x00", "unknown symbol"),
+])
+def test_bad_input_is_a_message_and_the_last_good_view_stays(models_dir, bad, message):
+    at = open_app(models_dir, step="3")
+    at.multiselect(key="explore_masked").set_value([1])
+    ok(at)
+    at.text_input(key="explore_input").set_value(bad)
+    ok(at)
+    assert any(message in e for e in errors(at)), errors(at)
+    assert any("last good input" in c.value for c in at.caption)
+    assert metric(at, "Correct answer") == "31415926"  # the previous view is still there
+    assert state(at, "step") == 3 and state(at, "masked") == [1]
+    assert at.get("plotly_chart")
+    at.text_input(key="explore_input").set_value("2718")
+    ok(at)
+    assert not errors(at)
+    assert metric(at, "Correct answer") == "2718"
+    assert state(at, "step") == 1 and state(at, "masked") == []  # a new input starts afresh
+
+
+def test_bad_input_in_the_link_is_a_message(models_dir):
+    at = open_app(models_dir, model="copy", input="hello")
+    assert any("unknown symbol" in e for e in errors(at))
+    assert any("Type an input" in i.value for i in at.info)
+
+
+def test_unknown_model_in_the_link_is_a_warning(models_dir):
+    at = open_app(models_dir, model="nonexistent", input="123")
+    assert any("nonexistent" in w.value for w in at.warning)
+    assert state(at, "model") == "copy"
+    assert not errors(at)
+
+
+def test_dates_without_a_valid_date_has_no_truth_but_works(models_dir):
+    at = open_app(models_dir, model="dates", input="31 April 2021")
+    assert not errors(at)
+    assert not [m for m in at.metric if m.label.startswith("Correct")]
+    at.text_input(key="explore_input").set_value("3 March 2021")
+    ok(at)
+    assert metric(at, "Correct answer") == "2021-03-03"
+
+
+# --- stepping --------------------------------------------------------------------------------------------
+
+def test_step_controls_move_through_decoding(models_dir):
+    at = open_app(models_dir)
+    at.button(key="explore_next").click()
+    ok(at)
+    assert state(at, "step") == 2
+    at.button(key="explore_next").click()
+    ok(at)
+    assert state(at, "step") == 3
+    at.button(key="explore_prev").click()
+    ok(at)
+    assert state(at, "step") == 2
+    step_slider(at).set_value(12)
+    ok(at)
+    assert state(at, "step") == 12
+    assert at.button(key="explore_next").disabled
+    assert at.query_params["step"] in ("12", ["12"])
+
+
+def test_play_advances_and_pause_stops(models_dir):
+    at = open_app(models_dir)
+    at.button(key="explore_play").click()
+    ok(at)
+    assert state(at, "playing") is True
+    first = state(at, "step")
+    ok(at)  # what the fragment's timer does in the browser
+    assert state(at, "step") == first + 1
+    at.button(key="explore_pause").click()
+    ok(at)
+    assert state(at, "playing") is False
+    stopped = state(at, "step")
+    ok(at)
+    assert state(at, "step") == stopped
+
+
+def test_play_stops_at_the_last_step(models_dir):
+    at = open_app(models_dir, step="11")
+    at.button(key="explore_play").click()
+    ok(at)
+    ok(at)
+    assert state(at, "step") == 12
+    assert state(at, "playing") is False
+
+
+def test_clicking_a_heatmap_cell_selects_its_step(models_dir):
+    at = open_app(models_dir)
+    spec = figure(at, "explore_heatmap")
+    cells = spec["data"][1]
+    custom = decode(cells["customdata"])
+    n = 4 * 8 + 2  # the cell (t=5, i=3), 0-based (4, 2)
+    assert list(custom[n][:2]) == [4, 2]
+    point = {"curve_number": 1, "point_number": n, "point_index": n, "x": cells["x"][n], "y": cells["y"][n],
+             "customdata": custom[n].tolist()}
+    at.session_state["explore_heatmap"] = {"selection": {"points": [point], "point_indices": [n], "box": [],
+                                                         "lasso": []}}
+    ok(at)
+    assert state(at, "step") == 5
+    at.button(key="explore_next").click()  # the old selection does not pull the step back
+    ok(at)
+    assert state(at, "step") == 6
+
+
+def test_changing_the_step_does_not_recompute_the_trace(models_dir, monkeypatch):
+    at = open_app(models_dir)
+    calls = []
+    real = explorer.trace.trace
+    monkeypatch.setattr(explorer.trace, "trace", lambda *a, **k: calls.append(a) or real(*a, **k))
+    for _ in range(3):
+        at.button(key="explore_next").click()
+        ok(at)
+    step_slider(at).set_value(9)
+    ok(at)
+    assert calls == []
+    assert state(at, "panel_ms") > 0
+
+
+# --- decoding modes -------------------------------------------------------------------------------------
+
+def test_teacher_forced_mode_traces_the_typed_target(models_dir):
+    at = open_app(models_dir)
+    at.segmented_control(key="explore_mode").set_value("teacher")
+    ok(at)
+    assert any("needs a target" in e for e in errors(at))
+    at.text_input(key="explore_target").set_value("31415926")
+    ok(at)
+    assert not errors(at)
+    assert metric(at, "Forced target") == "31415926"
+    assert metric(at, "Steps") == "9"  # eight digits and <eos>
+    at.text_input(key="explore_target").set_value("3x")
+    ok(at)
+    assert any("unknown symbol" in e for e in errors(at))
+
+
+def test_beam_mode_shows_the_candidates(models_dir):
+    at = open_app(models_dir)
+    at.segmented_control(key="explore_mode").set_value("beam")
+    ok(at)
+    frames = [d.value for d in at.dataframe]
+    beams = [f for f in frames if "log P" in f.columns]
+    assert beams and len(beams[0]) >= 1
+    assert list(beams[0]["rank"]) == list(range(1, len(beams[0]) + 1))
+    at.slider(key="explore_beam_width").set_value(5)
+    ok(at)
+    options = at.radio(key="explore_candidate").options
+    assert len(options) >= 2
+    at.radio(key="explore_candidate").set_value(at.radio(key="explore_candidate").options[1])
+    ok(at)
+    assert state(at, "candidate") == 1
+    assert metric(at, "Beam candidate #2")
+    assert not errors(at)
+
+
+def test_beam_on_translation_with_unknown_words(models_dir):
+    at = open_app(models_dir, model="tiny-fra", input="Who is Zorglub?", mode="beam", width="4")
+    assert not errors(at)
+    assert state(at, "beam_width") == 4
+    assert any("zorglub" in w.value.lower() for w in at.warning)
+
+
+# --- interventions ----------------------------------------------------------------------------------------
+
+def test_temperature_and_masking_change_the_decoding_side_by_side(models_dir):
+    at = open_app(models_dir)
+    at.select_slider(key="explore_temperature").set_value(0.1)
+    ok(at)
+    assert any("temperature τ = 0.1" in m.value for m in at.markdown)
+    assert any("original" in el.proto.id for el in at.get("plotly_chart"))
+    assert any("changed" in el.proto.id for el in at.get("plotly_chart"))
+    at.multiselect(key="explore_masked").set_value([0, 1])
+    ok(at)
+    assert any("masked x1, x2" in m.value for m in at.markdown)
+    changed = figure(at, "explore_fig_changed")
+    weights = decode(changed["data"][0]["z"])
+    assert np.allclose(weights[:, :2], 0)
+    at.button(key="explore_reset").click()
+    ok(at)
+    assert state(at, "masked") == [] and state(at, "temperature") == 1.0
+    assert not any("Active" in m.value for m in at.markdown)
+
+
+def test_masking_every_position_is_a_message(models_dir):
+    at = open_app(models_dir, input="12")
+    at.multiselect(key="explore_masked").set_value([0, 1])
+    ok(at)
+    assert any("at least one input position" in e for e in errors(at))
+
+
+def test_pin_and_force(models_dir):
+    at = open_app(models_dir)
+    at.number_input(key="explore_pin_step").set_value(2)
+    at.selectbox(key="explore_pin_pos").set_value(5)
+    at.button(key="explore_pin").click()
+    ok(at)
+    assert state(at, "pins") == [(1, 5)]
+    assert any("step 2 pinned to x6" in m.value for m in at.markdown)
+    step_slider(at).set_value(2)
+    ok(at)
+    table = [d.value for d in at.dataframe if "weight α_ti" in d.value.columns][0]
+    assert np.allclose(table["weight α_ti"], np.eye(8)[5])
+    at.number_input(key="explore_force_step").set_value(1)
+    at.selectbox(key="explore_force_token").set_value("7")
+    at.button(key="explore_force").click()
+    ok(at)
+    assert any("step 1 forced to '7'" in m.value for m in at.markdown)
+    assert metric(at, "Output").startswith("7")
+    assert not errors(at)
+
+
+def test_forcing_is_only_offered_in_greedy_mode(models_dir):
+    at = open_app(models_dir, mode="teacher", target="123")
+    assert at.button(key="explore_force").disabled
+    assert not at.button(key="explore_pin").disabled
+
+
+def test_no_attention_model_offers_only_forcing(models_dir):
+    at = open_app(models_dir, model="reverse-none", input="123")
+    assert at.button(key="explore_pin").disabled
+    assert at.multiselect(key="explore_masked").disabled
+    at.selectbox(key="explore_force_token").set_value("9")
+    at.button(key="explore_force").click()
+    ok(at)
+    assert metric(at, "Output").startswith("9")
+
+
+# --- URL state and downloads ------------------------------------------------------------------------------
+
+def test_the_link_reopens_the_same_view(models_dir):
+    at = open_app(models_dir, model="dates", input="3 March 2021", step="4")
+    assert state(at, "model") == "dates"
+    assert state(at, "input") == "3 March 2021"
+    assert state(at, "step") == 4
+    assert at.query_params["step"] in ("4", ["4"])
+    at.button(key="explore_next").click()
+    ok(at)
+    assert at.query_params["step"] in ("5", ["5"])
+
+
+def test_a_step_beyond_the_end_is_clamped(models_dir):
+    at = open_app(models_dir, step="999")
+    assert state(at, "step") == 12
+    assert not errors(at)
+
+
+def test_downloads_are_offered(models_dir):
+    at = open_app(models_dir)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Trace as JSON" in labels and "Trace as CSV" in labels
+    assert labels.count("HTML") >= 8  # one per figure
+
+
+
+def test_no_models_and_a_broken_checkpoint_are_messages(models_dir, tmp_path):
+    empty, broken = tmp_path / "empty", tmp_path / "broken"
+    empty.mkdir()
+    broken.mkdir()
+    (broken / "aaa-broken.safetensors").write_bytes(b"\x00not a checkpoint")
+    (broken / "copy.safetensors").write_bytes((models_dir / "copy.safetensors").read_bytes())
+    try:
+        checkpoint.PRETRAINED_DIR = empty
+        st.cache_resource.clear()
+        at = ok(AppTest.from_file("../app.py", default_timeout=TIMEOUT))
+        assert any("No models yet" in i.value for i in at.info)
+
+        checkpoint.PRETRAINED_DIR = broken
+        st.cache_resource.clear()
+        at = ok(AppTest.from_file("../app.py", default_timeout=TIMEOUT))
+        assert any("aaa-broken" in e for e in errors(at))
+        at.selectbox(key="explore_model").set_value("copy")
+        ok(at)
+        assert not errors(at) and metric(at, "Correct answer") == "31415926"
+    finally:
+        checkpoint.PRETRAINED_DIR = models_dir
+        st.cache_resource.clear()
+
+
+def test_a_link_from_another_page_opens_its_view(models_dir):
+    at = open_app(models_dir)
+    at.multiselect(key="explore_masked").set_value([0])
+    ok(at)
+    at.query_params["model"] = "dates"  # what common.explore_link puts in the URL
+    at.query_params["input"] = "3 March 2021"
+    at.query_params["step"] = "5"
+    ok(at)
+    assert (state(at, "model"), state(at, "input"), state(at, "step")) == ("dates", "3 March 2021", 5)
+    assert state(at, "masked") == []  # a new view starts without the old interventions
+    at.button(key="explore_next").click()
+    ok(at)
+    assert state(at, "step") == 6  # the page's own URL updates are not read back as links

@@ -1,0 +1,132 @@
+"""The Learn page under AppTest, in English and in Chinese: every section renders, every widget moves,
+and the unshared RNN's failure on an unseen length is a message, not a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from explorer import comparison, lessons
+from explorer.pages.learn_text import TEXT
+from tests import app_support
+
+
+@pytest.fixture(scope="module")
+def pretrained():
+    with app_support.pretrained_at(app_support.twin_dir()) as folder:
+        yield folder
+
+
+@pytest.fixture
+def quick(monkeypatch):
+    """Short lesson training and a short bottleneck curve (the page reads these at run time)."""
+    monkeypatch.setattr(lessons, "LESSON_STEPS", 40)
+    monkeypatch.setattr(comparison, "CURVE_LENGTHS", (1, 5, 10, 20))
+    monkeypatch.setattr(comparison, "CURVE_SAMPLES", 30)
+
+
+def no_exception(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def page_text(at) -> str:
+    kinds = ("markdown", "header", "subheader", "title", "caption", "info", "error", "success")
+    parts = [el.value for kind in kinds for el in at.get(kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_both_languages_have_the_same_texts():
+    assert TEXT["en"].keys() == TEXT["zh"].keys()
+    for key, value in TEXT["en"].items():
+        assert type(value) is type(TEXT["zh"][key]), key
+        if isinstance(value, str) and "_latex" not in key:  # LaTeX braces are not placeholders
+            assert sorted(_fields(value)) == sorted(_fields(TEXT["zh"][key])), key
+
+
+def _fields(template: str) -> list[str]:
+    import string
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_renders_every_section(pretrained, quick, lang):
+    at = app_support.app_test("learn").run()
+    no_exception(at)
+    at.segmented_control(key="learn_lang").set_value(lang).run()
+    no_exception(at)
+    t = TEXT[lang]
+    headers = [h.value for h in at.header]
+    assert headers == [t[f"s{i}"] for i in range(1, 7)]
+    assert at.title[0].value == t["title"]
+    assert len(at.latex) >= 6
+    body = page_text(at)
+    if lang == "zh":
+        for term in ("时间步", "参数共享", "编码器", "解码器", "上下文向量", "信息瓶颈", "注意力", "查询", "键", "值"):
+            assert term in body, term
+        assert "The " not in "\n".join(headers)
+    # The unshared model's failure on a length it has no W_t for: a message, never a traceback.
+    assert any("W_7" in e.value for e in at.error), [e.value for e in at.error]
+    # The RNN unit by hand agrees with the PyTorch module.
+    assert any(s.value.startswith(t["s2_check"].split("{")[0]) for s in at.success)
+    # The figures carry the language's labels.
+    sampling = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert sampling["data"][0]["name"] == t["s1_f"]
+    assert sampling["layout"]["xaxis"]["title"]["text"] == t["s1_time"]
+
+
+def test_widgets(pretrained, quick):
+    at = app_support.app_test("learn").run()
+    no_exception(at)
+    # 1. sampling
+    at.radio(key="learn_signal_en").set_value("chirp").run()
+    at.slider(key="learn_n").set_value(64).run()
+    no_exception(at)
+    assert "N = 64" in page_text(at)
+    # Switching the language keeps every choice (the radio's labels change: it is one widget per language).
+    at.segmented_control(key="learn_lang").set_value("zh").run()
+    no_exception(at)
+    assert at.radio(key="learn_signal_zh").value == "chirp" and at.slider(key="learn_n").value == 64
+    at.radio(key="learn_signal_zh").set_value("wave").run()
+    at.segmented_control(key="learn_lang").set_value("en").run()
+    assert at.radio(key="learn_signal_en").value == "wave"
+    # 2. the unit by hand: steps, another input, a GRU model (the twins are GRUs)
+    at.slider(key="learn_rnn_step").set_value(3).run()
+    no_exception(at)
+    assert "t = 3" in page_text(at)
+    at.selectbox(key="learn_rnn_model").set_value("reverse").run()
+    no_exception(at)
+    assert "nn.GRU" in page_text(at)
+    at.text_input(key="learn_rnn_input").set_value("7").run()  # one step: no slider, no error
+    no_exception(at)
+    # 3. sharing: sizes, a seen length (both models run), an unseen one (a message)
+    at.number_input(key="learn_share_hidden").set_value(64).run()
+    at.slider(key="learn_share_length").set_value(10).run()
+    at.text_input(key="learn_share_input").set_value("3141").run()
+    no_exception(at)
+    assert not any("W_" in e.value for e in at.error)
+    at.text_input(key="learn_share_input").set_value("314159265358").run()
+    no_exception(at)
+    assert any("W_7" in e.value for e in at.error)
+    at.text_input(key="learn_share_input").set_value("31x").run()  # an unknown symbol: a message
+    no_exception(at)
+    # 4. encoder–decoder: the plain twin by default, stepping, a shorter input
+    assert at.selectbox(key="learn_ed_model").value == "reverse-none"
+    at.slider(key="learn_ed_step").set_value(2).run()
+    at.text_input(key="learn_ed_input").set_value("123").run()
+    no_exception(at)
+    # 6. attention: stepping, another model, bad input
+    assert at.selectbox(key="learn_attn_model").value == "reverse"
+    at.slider(key="learn_attn_step").set_value(4).run()
+    no_exception(at)
+    assert any(p.proto.page == "explore" and "step=4" in p.proto.query_string for p in at.get("page_link"))
+    at.selectbox(key="learn_attn_model").set_value(app_support_lesson()).run()
+    no_exception(at)
+    at.text_input(key="learn_attn_input").set_value("").run()
+    no_exception(at)
+    assert at.error
+
+
+def app_support_lesson() -> str:
+    from explorer.pages.learn import LESSON_RNN
+    return LESSON_RNN

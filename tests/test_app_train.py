@@ -1,0 +1,247 @@
+"""The Train page under AppTest: train, stop, continue, open the model elsewhere, uploads, session end.
+
+`run_every` never fires under AppTest, so tests poll by running the script again until the job is done.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer import checkpoint, jobs
+from explorer.recipes import MODEL_DEFAULTS
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TINY = {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch": 16, "train_min_len": 2,
+        "train_max_len": 4}
+
+
+@pytest.fixture(autouse=True)
+def no_jobs_left():
+    """Each test starts and ends with no training job in the (process-wide) registry."""
+    reg = jobs.registry()
+    reg.stop_all()
+    saved = reg.idle_timeout, reg.reap_interval, reg.max_running
+    yield reg
+    reg.stop_all()
+    reg.idle_timeout, reg.reap_interval, reg.max_running = saved
+
+
+def open_page(at: AppTest, url_pathname: str) -> AppTest:
+    """Show a page registered with st.navigation (AppTest.switch_page only knows file-based pages)."""
+    at._page_hash = next(h for h, info in at._registered_pages.items() if info.get("url_pathname") == url_pathname)
+    return at.run()
+
+
+def train_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    return open_page(at, "train")
+
+
+def set_tiny(at: AppTest, steps: int) -> None:
+    for key, value in {**TINY, "train_steps": steps}.items():
+        at.number_input(key=key).set_value(value)
+    at.text_input(key="train_alphabet").set_value("abcd")
+    at.checkbox(key="train_use_target").set_value(False)  # tiny runs would reach 99 % and stop early
+    at.run()
+
+
+def run_until(at: AppTest, predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting for the training job"
+        time.sleep(0.1)
+        at.run()
+    at.run()
+
+
+def job(at: AppTest) -> jobs.TrainingJob:
+    return at.session_state["train_job"]
+
+
+def progress_text(at: AppTest) -> str:
+    return at.get("progress")[0].proto.text
+
+
+def chart_points(at: AppTest, title: str) -> list[int]:
+    """Number of points of each trace of the chart with this title (Plotly 7 ships arrays base64-encoded)."""
+    for element in at.get("plotly_chart"):
+        spec = json.loads(element.proto.spec)
+        if title in str(spec["layout"].get("title", {}).get("text")):
+            return [len(np.frombuffer(base64.b64decode(t["x"]["bdata"]), t["x"]["dtype"]))
+                    if isinstance(t["x"], dict) else len(t["x"]) for t in spec["data"]]
+    raise AssertionError(f"no chart titled {title!r}")
+
+
+def test_page_offers_the_fast_defaults():
+    at = train_page()
+    assert not at.exception
+    assert at.selectbox(key="train_task").value == "reverse"
+    assert (at.number_input(key="train_min_len").value, at.number_input(key="train_max_len").value) == (5, 15)
+    assert at.number_input(key="train_hidden").value == MODEL_DEFAULTS["hidden"]
+    assert at.number_input(key="train_steps").value == 400  # reaches 99 % at step 240–260 (seeds 0–2)
+    assert at.checkbox(key="train_use_target").value and at.number_input(key="train_target").value == 99.0
+    assert at.selectbox(key="train_attention").options == ["none", "dot", "scaled_dot", "additive"]
+    assert not at.get("progress")  # nothing trains yet
+
+
+def test_short_training_runs_to_completion_and_joins_the_session_models():
+    at = train_page()
+    set_tiny(at, steps=30)
+    at.button(key="train_start").click().run()
+    assert not at.exception and not at.error
+    assert job(at).state in (jobs.RUNNING, jobs.FINISHED)
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    assert not at.exception
+    assert job(at).state == jobs.FINISHED
+    assert progress_text(at).startswith("Trained 30 steps")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Validation exact match"].endswith("%") and metrics["Alignment accuracy"].endswith("%")
+    assert len(at.get("plotly_chart")) == 4  # loss, accuracy, probe attention, alignment
+    assert chart_points(at, "Loss") == [30, 3]  # every step; an evaluation every 10 steps
+    assert chart_points(at, "Accuracy") == [3, 3, 3]
+    scrubber = at.select_slider(key="train_frame")
+    assert scrubber.options[0] == "0" and scrubber.value == 30  # from before training to the end
+    assert at.session_state["models"].names() == ["reverse-trained"]
+    model = at.session_state["models"].get("reverse-trained")
+    assert model.training["steps_done"] == 30 and not model.model.training
+    assert at.get("download_button")[0].proto.label.endswith("Download checkpoint")
+    assert at.button(key="train_continue") and at.button(key="train_open_explore")
+    assert not at.button(key="train_start").disabled  # settings usable again
+
+
+def test_stop_mid_run_keeps_the_model_and_continue_trains_on_with_a_new_lr():
+    at = train_page()
+    set_tiny(at, steps=50_000)
+    at.button(key="train_start").click().run()
+    run_until(at, lambda: job(at).step >= 12)
+    assert at.button(key="train_start").disabled  # one job per session
+    # mid-training the model is already in the session's models, as a frozen snapshot copy
+    snapshot = at.session_state["models"].get("reverse-trained")
+    assert snapshot is not None and snapshot.model is not job(at)._bundle.model
+    assert "Step" in progress_text(at) and "left" in progress_text(at)
+    at.button(key="train_stop").click().run()
+    run_until(at, lambda: job(at).state != jobs.RUNNING, timeout=20)
+    stopped_at = job(at).step
+    assert job(at).state == jobs.STOPPED and 12 <= stopped_at < 50_000
+    assert progress_text(at).startswith(f"Stopped at step {stopped_at:,}")
+    assert at.session_state["models"].get("reverse-trained").training["steps_done"] == stopped_at
+
+    at.number_input(key="train_more_steps").set_value(20)
+    at.number_input(key="train_more_lr").set_value(0.002)
+    at.button(key="train_continue").click().run()
+    assert not at.error
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    view = job(at).view()
+    assert view.state == jobs.FINISHED and view.step == stopped_at + 20 and view.lr == 0.002
+    assert [r.step for r in view.steps] == list(range(1, stopped_at + 21))  # one log, never reset
+    assert at.session_state["models"].names() == ["reverse-trained"]
+    assert at.session_state["models"].get("reverse-trained").training["steps_done"] == stopped_at + 20
+
+
+def test_the_model_opens_on_the_explore_page_mid_training_and_the_job_survives_the_visit():
+    at = train_page()
+    set_tiny(at, steps=50_000)
+    at.button(key="train_start").click().run()
+    run_until(at, lambda: job(at).view().evals)  # a first evaluation snapshot exists
+    at.button(key="train_open_explore").click().run()  # switches page, with ?model=…&input=…
+    assert not at.exception
+    assert at.title[0].value.endswith("Explore")
+    assert at.session_state["explore_model"] == "reverse-trained"
+    assert any("reverse-trained" in o for o in at.selectbox(key="explore_model").options)
+    assert at.query_params["input"] == [job(at).probe_text] or at.query_params["input"] == job(at).probe_text
+    assert job(at).state == jobs.RUNNING  # the rest of the app works while training goes on
+    # Explore labels models through session state, which its format_func cannot reach when AppTest calls
+    # it outside the script; hand AppTest a pure copy of the labels so the next run can send the selection
+    from streamlit.runtime.state.common import TESTING_KEY
+    box = at.selectbox(key="explore_model")
+    labels = {o.split(" (")[0]: o for o in box.options}
+    at.session_state[TESTING_KEY][box.id] = lambda name: labels.get(name, name)
+    open_page(at, "train")  # come back: the live panel is still there, and the settings too
+    assert not at.exception and "Step" in progress_text(at)
+    assert at.number_input(key="train_hidden").value == TINY["train_hidden"]
+    assert at.text_input(key="train_alphabet").value == "abcd"
+    at.button(key="train_stop").click().run()
+    assert job(at).state == jobs.STOPPED
+
+
+def test_a_second_start_is_refused_when_the_server_is_full(no_jobs_left):
+    no_jobs_left.max_running = 0
+    at = train_page()
+    set_tiny(at, steps=20)
+    at.button(key="train_start").click().run()
+    assert "server is busy" in at.error[0].value
+    assert "train_job" not in at.session_state
+
+
+def test_a_bad_checkpoint_upload_is_refused_with_a_message_and_a_good_one_is_added(make_random_bundle):
+    at = train_page()
+    at.file_uploader(key="train_upload").set_value(("model.pt", b"\x80\x04\x95 pickled torch model", "application/octet-stream"))
+    at.run()
+    assert not at.exception
+    assert any("refused" in e.value and "pickled" in e.value for e in at.error)
+    assert at.session_state["models"].names() == []
+
+    good = checkpoint.to_bytes(make_random_bundle())
+    at.file_uploader(key="train_upload").set_value(("mine.safetensors", good, "application/octet-stream"))
+    at.run()
+    assert not at.exception and any("Added" in s.value for s in at.success)
+    assert at.session_state["models"].names() == ["mine"]
+
+
+def test_a_bad_tsv_is_refused_with_line_numbers():
+    at = train_page()
+    at.radio(key="train_source").set_value("Translation (your TSV file)").run()
+    assert at.radio(key="train_unit").value == "epochs"
+    at.file_uploader(key="train_tsv").set_value(("pairs.tsv", b"only one column\nstill one\n", "text/plain"))
+    at.run()
+    assert not at.exception
+    assert "line 1: expected 2 or 3 tab-separated columns" in at.error[0].value
+    at.button(key="train_start").click().run()
+    assert "line 1" in at.error[0].value and "train_job" not in at.session_state
+
+    partly = (FIXTURES / "eng-fra-malformed.tsv").read_bytes()
+    at.file_uploader(key="train_tsv").set_value(("fra.tsv", partly, "text/plain"))
+    at.run()
+    assert any("sentence pairs" in s.value for s in at.success)
+    assert "line 2: expected 2 or 3 tab-separated columns, found 1" in at.warning[0].value
+
+
+def test_translation_from_an_uploaded_tsv_trains():
+    rows = "".join(f"go {w}\tva {w}\n" for w in ["home", "now", "there", "away", "back", "up"] * 5)
+    at = train_page()
+    at.radio(key="train_source").set_value("Translation (your TSV file)").run()
+    at.file_uploader(key="train_tsv").set_value(("go.tsv", rows.encode(), "text/plain"))
+    for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch": 8}.items():
+        at.number_input(key=key).set_value(value)
+    at.number_input(key="train_epochs").set_value(2.0)
+    at.run()
+    at.button(key="train_start").click().run()
+    assert not at.error
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    assert job(at).state == jobs.FINISHED and at.session_state["models"].names() == ["go-trained"]
+
+
+def test_the_job_ends_when_its_session_goes_away(no_jobs_left):
+    no_jobs_left.idle_timeout, no_jobs_left.reap_interval = 1.0, 0.1
+    at = train_page()
+    set_tiny(at, steps=50_000)
+    at.button(key="train_start").click().run()
+    running = job(at)
+    for _ in range(15):  # the page keeps rendering (the browser's fragment refresh): the job lives
+        time.sleep(0.1)
+        at.run()
+    assert running.state == jobs.RUNNING
+    # the session goes quiet: no heartbeat for longer than the idle timeout
+    deadline = time.monotonic() + 20
+    while running.state == jobs.RUNNING:
+        assert time.monotonic() < deadline, "the reaper did not stop the abandoned job"
+        time.sleep(0.1)
+    assert running.state == jobs.STOPPED and no_jobs_left.running() == 0

@@ -1,0 +1,132 @@
+"""The Explore page in a real browser: `streamlit run app.py` (the README's command) driven by headless
+Chromium. Types an input, steps, clicks a heatmap cell, checks the URL and saves screenshots.
+
+Runs on the small test checkpoints; set EXPLORER_TEST_PRETRAINED to a folder of real checkpoints (with
+a `copy` model) to look at trained models instead. A copy of the main screenshot goes to
+EXPLORER_SCREENSHOT (default /work/runs/explore.png when /work/runs exists) for people to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from browser_support import (chromium, open_app, require_browser, streamlit_command, streamlit_server, wait_charts,
+                             wait_idle)
+from explore_models import write_models
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    require_browser()
+    folder = os.environ.get("EXPLORER_TEST_PRETRAINED") or write_models(tmp_path_factory.mktemp("explore-browser"))
+    with streamlit_server(folder) as running:
+        yield running
+
+
+def step_heading(page) -> str:
+    return page.locator("h4", has_text=re.compile(r"t = \d+ of \d+")).first.inner_text()
+
+
+def current_step(page) -> int:
+    return int(re.search(r"t = (\d+) of", step_heading(page)).group(1))
+
+
+def cell_centre(page, key: str, row: int, col: int, rows: int, cols: int) -> tuple[float, float]:
+    """Screen position of heatmap cell (row, col), 0-based, from the plot area's box."""
+    area = page.locator(f".st-key-{key} .nsewdrag").first
+    area.scroll_into_view_if_needed()
+    box = area.bounding_box()
+    assert box, "the heatmap's plot area is not on screen"
+    return box["x"] + (col + 0.5) * box["width"] / cols, box["y"] + (row + 0.5) * box["height"] / rows
+
+
+def test_the_readme_app_command_is_what_this_test_serves():
+    """The README starts the app with `bash scripts/start.sh`, which runs `streamlit run app.py "$@"`:
+    the server below is that command with the headless flags appended (minus the install step)."""
+    readme = (ROOT / "README.md").read_text()
+    command = re.search(r"```bash\n(bash scripts/start\.sh)\n```", readme)
+    assert command, "the README's start command moved: update this test and browser_support"
+    script = (ROOT / "scripts" / "start.sh").read_text()
+    assert re.search(r'streamlit run app\.py "\$@"', script)
+    assert streamlit_command(8501)[1:4] == ["-m", "streamlit", "run"] and streamlit_command(8501)[4] == "app.py"
+
+
+def test_type_step_click_and_screenshot(server, tmp_path):
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    with chromium(width=1600, height=4200) as page:
+        open_app(page, server)
+        assert page.get_by_role("heading", name=re.compile("Explore")).count() >= 1
+        assert "Traceback" not in page.content()
+
+        # Type an input and decode it.
+        box = page.locator(".st-key-explore_input input")
+        box.fill("2718281")
+        box.press("Enter")
+        wait_idle(page)
+        assert "input=2718281" in page.url
+        assert current_step(page) == 1
+        wait_charts(page)
+        page.screenshot(path=str(shots / "1-typed.png"))
+
+        # Step forward with the button: only the step panel reruns.
+        started = time.perf_counter()
+        page.locator(".st-key-explore_next button").first.click()
+        wait_idle(page, settle=150)
+        step_seconds = time.perf_counter() - started
+        assert current_step(page) == 2
+        assert "step=2" in page.url
+
+        # Click the heatmap cell of output step 5, input 3.
+        steps = int(re.search(r"of (\d+)", step_heading(page)).group(1))
+        assert steps >= 5
+        x, y = cell_centre(page, "explore_heatmap", 4, 2, steps, 7)
+        page.mouse.click(x, y)
+        wait_idle(page)
+        assert current_step(page) == 5, step_heading(page)
+        assert "step=5" in page.url
+        panel = page.get_by_text(re.compile(r"Step panel drawn in")).first.inner_text()
+        wait_charts(page)
+        page.screenshot(path=str(shots / "2-clicked.png"))
+
+        # Play advances by itself (the fragment's timer) and stops at the last step.
+        page.locator(".st-key-explore_play button").first.click()
+        page.wait_for_function(f"""() => document.body.innerText.includes('t = {steps} of {steps}')""",
+                               timeout=120_000)
+        wait_idle(page)
+        page.wait_for_timeout(2500)  # no timer left running: the page stays idle on the last step
+        wait_idle(page)
+        assert current_step(page) == steps
+        assert page.locator(".st-key-explore_play button").count() >= 1
+
+        # A bad input is a message; the last good view stays.
+        box = page.locator(".st-key-explore_input input")
+        box.fill("12x")
+        box.press("Enter")
+        wait_idle(page)
+        assert page.get_by_text("unknown symbol").count() >= 1
+        assert page.get_by_text("last good input").count() >= 1
+        assert "Traceback" not in page.content()
+        page.screenshot(path=str(shots / "3-bad-input.png"))
+
+        # The link reopens the same view.
+        page.goto(f"{server.url}/?model=copy&input=2718281&step=3")
+        page.wait_for_selector('[data-testid="stApp"]')
+        wait_idle(page, settle=1000)
+        assert current_step(page) == 3
+        assert page.locator(".st-key-explore_input input").input_value() == "2718281"
+
+    target = os.environ.get("EXPLORER_SCREENSHOT") or ("/work/runs/explore.png" if Path("/work/runs").is_dir() else "")
+    if target:
+        shutil.copy(shots / "2-clicked.png", target)
+    print(f"step change: {step_seconds * 1000:.0f} ms from click to idle in the browser; server: {panel}; "
+          f"screenshots in {shots}")
+    assert "Traceback" not in server.log_text()

@@ -1,0 +1,85 @@
+"""The Train page in a real browser: the curves grow while the default model trains, and a closed
+tab's training stops. Saves a screenshot of the live page to /work/runs/train.png (or $EXPLORER_SHOTS)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from browser_support import chromium, server_fixture, wait_idle
+
+SHOTS = Path(os.environ.get("EXPLORER_SHOTS", "/work/runs"))
+# a closed tab's training stops 1 s after the browser disconnects (the default is 30 s)
+server = server_fixture(env={"EXPLORER_TRAINING_GONE_SECONDS": "1"})
+
+# Plotly keeps numeric arrays base64-encoded in `data`; `_fullData` holds the decoded arrays
+CHARTS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(d => ({
+    title: d.layout && d.layout.title ? d.layout.title.text.replace(/<[^>]+>/g, '') : null,
+    points: d._fullData && d._fullData[0] && d._fullData[0].x ? d._fullData[0].x.length : 0}))"""
+
+
+def points(page, title: str) -> int:
+    return max([c["points"] for c in page.evaluate(CHARTS) if c["title"] == title] or [0])
+
+
+def wait_for_points(page, title: str, more_than: int, timeout: float = 120_000) -> None:
+    page.wait_for_function(
+        f"""() => ({CHARTS})().some(c => c.title === {title!r} && c.points > {more_than})""",
+        timeout=timeout)
+
+
+def progress(page) -> str:
+    return page.locator('[data-testid="stProgress"]').first.inner_text()
+
+
+def set_number(page, label: str, value: str) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(value)
+    box.press("Enter")
+    wait_idle(page)
+
+
+def test_curves_update_while_training(server):
+    with chromium(width=1600, height=2000) as page:
+        page.goto(server.url + "/train")
+        wait_idle(page, settle=1000)
+        # the default task (reverse 5–15) with a smaller model, so the test is quick on a busy machine
+        set_number(page, "Hidden size", "32")
+        set_number(page, "Batch size", "32")
+        set_number(page, "Steps", "300")
+        page.get_by_role("button", name="Start training").click()
+        wait_for_points(page, "Loss", 0)
+        first_points, first_text = points(page, "Loss"), progress(page)
+        assert re.search(r"Step [\d,]+ of 300", first_text)
+        wait_for_points(page, "Loss", first_points)  # the fragment refreshes the chart on its own
+        assert points(page, "Loss") > first_points
+        page.wait_for_function(f"() => document.querySelector('[data-testid=\"stProgress\"]').innerText "
+                               f"!== {first_text!r}")
+        wait_for_points(page, "Accuracy", 1, timeout=120_000)  # two evaluations: the curves have a shape
+        page.wait_for_timeout(1500)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "train.png"))
+        page.get_by_role("button", name="Stop").click()
+        page.get_by_text("Stopped at step").wait_for(timeout=30_000)
+        wait_idle(page)
+        assert page.get_by_role("button", name="Continue training").is_visible()
+        assert "Traceback" not in page.content()
+
+
+def test_closing_the_tab_stops_its_training(server):
+    with chromium(width=1400, height=1600) as page:
+        page.goto(server.url + "/train")
+        wait_idle(page, settle=1000)
+        page.get_by_role("button", name="Start training").click()
+        page.locator('[data-testid="stProgress"]').first.wait_for()
+        page.goto("about:blank")  # the tab leaves: its websocket closes, its session goes away
+        page.goto(server.url + "/train")
+        wait_idle(page, settle=1000)
+        for _ in range(20):  # the reaper checks every few seconds
+            if page.get_by_text("Trainings running on this server: 0 of").count():
+                break
+            page.wait_for_timeout(1000)
+            page.reload()
+            wait_idle(page, settle=500)
+        assert page.get_by_text("Trainings running on this server: 0 of").count()

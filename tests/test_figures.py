@@ -1,0 +1,351 @@
+"""Figures, tables and projections are pure functions of a Trace: their data is the trace's data.
+
+Uses the tiny random models of conftest.py (instant) and the Explore test checkpoints for translation.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from explorer import views
+from explorer.errors import ExplorerError
+from explorer.figures import attention as fa
+from explorer.figures import steps as fs
+from explorer.figures import vectors as fv
+from explorer.figures.style import figure_html, plotly_config, symmetric_range, token_labels
+from explorer.projection import fit_pca, project_queries_keys
+from explorer.trace import Intervention, trace
+
+from explore_models import build_models
+
+
+@pytest.fixture(scope="module")
+def copy_trace(make_random_bundle):
+    bundle = make_random_bundle(bidirectional=True, seed=3)
+    return trace(bundle, "31415")
+
+
+@pytest.fixture(scope="module")
+def plain_trace(make_random_bundle):
+    return trace(make_random_bundle(attention="none"), "2718")
+
+
+@pytest.fixture(scope="module")
+def fra():
+    return [b for b in build_models() if b.name == "tiny-fra"][0]
+
+
+def arr(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+# --- the attention heatmap ------------------------------------------------------------------------
+
+def test_heatmap_is_the_weights_with_labels_in_order(copy_trace):
+    fig = fa.attention_heatmap(copy_trace)
+    heat = fig.data[0]
+    assert isinstance(heat, go.Heatmap)
+    assert np.array_equal(arr(heat.z), copy_trace.weights)
+    assert list(heat.x) == token_labels(copy_trace.source_tokens) == ["1:3", "2:1", "3:4", "4:1", "5:5"]
+    assert list(heat.y) == token_labels(copy_trace.output_tokens)
+    assert (heat.zmin, heat.zmax) == (0.0, 1.0)
+
+
+def test_heatmap_cells_carry_step_position_weight_and_score_for_clicks_and_hover(copy_trace):
+    fig = fa.attention_heatmap(copy_trace)
+    cells = fig.data[1]
+    T, S = copy_trace.weights.shape
+    custom = arr(cells.customdata)
+    assert custom.shape == (T * S, 6)
+    for n, (t, i, t1, i1, w, e) in enumerate(custom):
+        assert (t, i) == divmod(n, S)
+        assert (t1, i1) == (t + 1, i + 1)
+        assert w == pytest.approx(copy_trace.weights[int(t), int(i)])
+        assert e == pytest.approx(copy_trace.scores[int(t), int(i)])
+        assert cells.x[n] == fig.data[0].x[int(i)] and cells.y[n] == fig.data[0].y[int(t)]
+    assert cells.marker.opacity == 0  # invisible: it only catches clicks
+    assert "α = %{customdata[4]:.6f}" in cells.hovertemplate
+
+
+def test_heatmap_marks_the_current_step_and_rings_the_true_alignment(copy_trace):
+    fig = fa.attention_heatmap(copy_trace, step=2)
+    (rect,) = fig.layout.shapes
+    assert (rect.y0, rect.y1) == (1.5, 2.5)
+    assert (rect.x0, rect.x1) == (-0.5, len(copy_trace.source_tokens) - 0.5)
+    truth = [d for d in fig.data if d.name == "true alignment"][0]
+    rows = min(copy_trace.steps, len(copy_trace.alignment))
+    expected = [(fig.data[0].y[t], fig.data[0].x[i]) for t, i in zip(*np.nonzero(copy_trace.alignment[:rows]))]
+    assert list(zip(truth.y, truth.x)) == expected
+    assert not fa.attention_heatmap(copy_trace).layout.shapes
+    assert not [d for d in fa.attention_heatmap(copy_trace, show_truth=False).data if d.name == "true alignment"]
+
+
+def test_heatmap_keeps_its_signature_for_other_pages(copy_trace):
+    fig = fa.attention_heatmap(copy_trace, 1, "Probe")
+    assert fig.layout.title.text == "Probe"
+    assert fa.attention_heatmap(copy_trace, step=None, title=None).layout.title.text is None
+
+
+def test_masked_scores_hover_as_nan_and_weights_are_zero(make_random_bundle):
+    tr = trace(make_random_bundle(), "12345", Intervention(masked=(0, 3)))
+    fig = fa.attention_heatmap(tr)
+    z = arr(fig.data[0].z)
+    assert np.all(z[:, [0, 3]] == 0)
+    assert np.isnan(arr(fig.data[1].customdata)[:, 5].reshape(z.shape)[:, 0]).all()
+    json.loads(fig.to_json())  # NaN/inf do not break serialisation
+
+
+def test_unknown_words_are_labelled_unk(fra):
+    tr = trace(fra, "Zorglub is here.")
+    assert "zorglub" in tr.unknown_tokens
+    labels = list(fa.attention_heatmap(tr).data[0].x)
+    assert labels[0] == "1:<unk>(zorglub)"
+    assert views.lookup_table(tr, 0)["token"][0] == "<unk> (zorglub)"
+
+
+def test_no_attention_figures_say_so(plain_trace):
+    for fig in (fa.attention_heatmap(plain_trace, 0), fa.weights_bar(plain_trace, 0), fa.context_sum(plain_trace, 0),
+                fv.keys_heatmap(plain_trace), fv.values_heatmap(plain_trace), fv.queries_heatmap(plain_trace),
+                fv.query_figure(plain_trace, 0), fv.query_key_space(plain_trace, 0)):
+        assert not fig.data
+        assert "no attention" in fig.layout.annotations[0].text
+
+
+# --- one step ------------------------------------------------------------------------------------
+
+def test_weights_bar_is_one_row_of_the_heatmap(copy_trace):
+    for t in range(copy_trace.steps):
+        bar = fa.weights_bar(copy_trace, t).data[0]
+        assert np.array_equal(arr(bar.y), copy_trace.weights[t])
+        assert np.allclose(arr(bar.customdata)[:, 1], copy_trace.scores[t])
+
+
+def test_context_sum_rows_are_weighted_values_and_the_last_row_is_c_t(copy_trace):
+    t = 2
+    fig = fa.context_sum(copy_trace, t)
+    z = arr(fig.data[0].z)
+    S = len(copy_trace.source_tokens)
+    weighted = copy_trace.weights[t][:, None] * copy_trace.values
+    assert np.allclose(z[:S], weighted)
+    assert np.isnan(z[S]).all()  # the gap before the sum
+    assert np.allclose(z[S + 1], copy_trace.contexts[t])
+    assert np.allclose(weighted.sum(axis=0), copy_trace.contexts[t], atol=1e-5)  # c_t = Σ α v, drawn
+    assert fig.data[0].zmid == 0
+
+
+def test_state_update_shows_previous_state_context_and_new_state(copy_trace):
+    first = fv.state_update_figure(copy_trace, 0).data[0]
+    H, D = copy_trace.decoder_states.shape[1], copy_trace.contexts.shape[1]
+    z = arr(first.z)
+    assert list(first.y) == ["s₀", "c₀", "s₁"]
+    assert np.allclose(z[0, :H], copy_trace.initial_state)
+    assert np.allclose(z[1, :D], 0) and np.isnan(z[1, D:]).all()  # c_0 = 0, shorter than s
+    assert np.allclose(z[2, :H], copy_trace.decoder_states[0])
+    later = arr(fv.state_update_figure(copy_trace, 3).data[0].z)
+    assert np.allclose(later[0, :H], copy_trace.decoder_states[2])
+    assert np.allclose(later[1, :D], copy_trace.contexts[2])
+
+
+def test_state_update_without_attention_has_no_context(plain_trace):
+    fig = fv.state_update_figure(plain_trace, 1)
+    assert list(fig.data[0].y) == ["s₁", "s₂"]
+
+
+def test_query_figure_is_q_t(copy_trace):
+    assert np.allclose(arr(fv.query_figure(copy_trace, 1).data[0].z)[0], copy_trace.queries[1])
+
+
+def test_output_distribution_is_the_top_k_with_the_chosen_token_marked(copy_trace):
+    t = 1
+    fig = fs.output_distribution(copy_trace, t, k=5)
+    bar = fig.data[0]
+    top = copy_trace.top_k(t, 5)
+    assert np.allclose(arr(bar.x)[:5], [p for _, p in top])
+    chosen = copy_trace.output_tokens[t]
+    marked = [label for label, colour in zip(bar.y, bar.marker.color) if colour == fs.ACCENT]
+    assert marked == [f"'{chosen}'"]  # greedy: the chosen token is the most probable, in red
+
+
+def test_output_distribution_always_shows_the_forced_token(make_random_bundle):
+    bundle = make_random_bundle()
+    tr = trace(bundle, "123", target="999")
+    for t in range(tr.steps):
+        fig = fs.output_distribution(tr, t, k=1)
+        labels = list(fig.data[0].y)
+        assert f"'{tr.output_tokens[t]}'" in labels
+        p = tr.probs[t, tr.output_ids[t]]
+        assert pytest.approx(p) in list(fig.data[0].x)
+
+
+# --- hidden states and projections ---------------------------------------------------------------
+
+def test_state_heatmaps_are_the_trace_matrices(copy_trace):
+    assert np.array_equal(arr(fv.encoder_states_heatmap(copy_trace).data[0].z), copy_trace.encoder_states)
+    s = arr(fv.decoder_states_heatmap(copy_trace, 1).data[0].z)
+    assert np.array_equal(s, np.vstack([copy_trace.initial_state, copy_trace.decoder_states]))
+    assert np.array_equal(arr(fv.keys_heatmap(copy_trace).data[0].z), copy_trace.keys)
+    assert np.array_equal(arr(fv.values_heatmap(copy_trace).data[0].z), copy_trace.values)
+    q = fv.queries_heatmap(copy_trace, 2)
+    assert np.array_equal(arr(q.data[0].z), copy_trace.queries)
+    (rect,) = q.layout.shapes
+    assert (rect.y0, rect.y1) == (1.5, 2.5)
+    (rect,) = fv.decoder_states_heatmap(copy_trace, 2).layout.shapes  # s_0 is row 0: s_3 is row 3
+    assert (rect.y0, rect.y1) == (2.5, 3.5)
+
+
+def test_colour_scales_are_centred_on_zero(copy_trace):
+    heat = fv.encoder_states_heatmap(copy_trace).data[0]
+    peak = np.abs(copy_trace.encoder_states).max()
+    assert heat.zmid == 0 and heat.zmax == pytest.approx(peak) and heat.zmin == pytest.approx(-peak)
+    assert symmetric_range(np.zeros(3)) > 0
+    assert symmetric_range(np.array([-np.inf, 2.0, -3.0])) == 3.0
+
+
+def test_query_key_space_places_keys_and_queries_by_one_pca(copy_trace):
+    t = 2
+    fig = fv.query_key_space(copy_trace, t)
+    k2, q2, _ = project_queries_keys(copy_trace.keys, copy_trace.queries)
+    keys = [d for d in fig.data if d.name == "keys kᵢ"][0]
+    query = [d for d in fig.data if d.name.startswith("query")][0]
+    assert np.allclose(np.c_[keys.x, keys.y], k2)
+    assert np.allclose([query.x[0], query.y[0]], q2[t])
+    assert np.allclose(arr(keys.marker.color), copy_trace.weights[t])
+    others = [d for d in fig.data if d.name == "other queries"][0]
+    assert len(others.x) == copy_trace.steps - 1
+
+
+def test_pca_recovers_a_plane_and_is_deterministic():
+    rng = np.random.default_rng(0)
+    plane = rng.normal(size=(40, 2)) * [5.0, 1.0]
+    basis = np.linalg.qr(rng.normal(size=(6, 2)))[0].T  # (2, 6) orthonormal
+    points = plane @ basis + 3.0
+    projection = fit_pca(points)
+    coords = projection.apply(points)
+    assert projection.explained.sum() == pytest.approx(1.0)
+    assert projection.explained[0] > projection.explained[1]
+    d_orig = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    d_proj = np.linalg.norm(coords[:, None] - coords[None], axis=-1)
+    assert np.allclose(d_orig, d_proj, atol=1e-8)  # nothing is lost from a plane
+    again = fit_pca(points.copy())
+    assert np.array_equal(again.components, projection.components)
+
+
+def test_pca_of_degenerate_inputs_stays_two_dimensional():
+    one = fit_pca(np.ones((1, 4)))
+    assert one.components.shape == (2, 4) and np.all(one.explained == 0)
+    line = fit_pca(np.array([[0.0], [1.0], [2.0]]))
+    assert line.apply(np.array([[3.0]])).shape == (1, 2)
+    with pytest.raises(ValueError):
+        fit_pca(np.zeros((0, 3)))
+
+
+# --- tables and exports ----------------------------------------------------------------------------
+
+def test_lookup_table_is_the_step_s_records(copy_trace):
+    t = 3
+    frame = views.lookup_table(copy_trace, t)
+    assert list(frame["i"]) == list(range(1, len(copy_trace.source_tokens) + 1))
+    assert list(frame["token"]) == list(copy_trace.source_tokens)
+    assert np.allclose(np.array(frame["key k_i"].tolist()), copy_trace.keys)
+    assert np.allclose(np.array(frame["value v_i"].tolist()), copy_trace.values)
+    assert np.allclose(frame["score e_ti"], copy_trace.scores[t])
+    assert np.allclose(frame["weight α_ti"], copy_trace.weights[t])
+    assert frame["weight α_ti"].sum() == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(ExplorerError):
+        views.lookup_table(copy_trace, copy_trace.steps)
+
+
+def test_trace_frame_is_tidy_and_matches_the_trace(copy_trace):
+    frame = views.trace_frame(copy_trace)
+    T, S = copy_trace.weights.shape
+    assert len(frame) == T * S
+    assert np.allclose(frame["weight"].to_numpy().reshape(T, S), copy_trace.weights)
+    assert np.allclose(frame["score"].to_numpy().reshape(T, S), copy_trace.scores)
+    by_step = frame.groupby("step")["weight"].sum()
+    assert np.allclose(by_step, 1.0, atol=1e-5)
+    first = frame[frame["step"] == 1].iloc[0]
+    assert first["previous_token"] == "<sos>" and first["output_token"] == copy_trace.output_tokens[0]
+    assert first["probability"] == pytest.approx(copy_trace.probs[0, copy_trace.output_ids[0]])
+    again = pd.read_csv(io.StringIO(views.trace_csv(copy_trace)), keep_default_na=False)
+    assert len(again) == T * S and list(again.columns) == list(frame.columns)
+
+
+def test_trace_frame_without_attention_has_a_row_per_step(plain_trace):
+    frame = views.trace_frame(plain_trace)
+    assert len(frame) == plain_trace.steps
+    assert frame["weight"].isna().all()
+
+
+def test_top_k_frame_and_step_summary(copy_trace):
+    frame = views.top_k_frame(copy_trace, 0, 4)
+    assert list(zip(frame["token"], frame["p"])) == copy_trace.top_k(0, 4)
+    facts = views.step_summary(copy_trace, 1)
+    assert facts["chosen"] == copy_trace.output_tokens[1] and facts["previous"] == copy_trace.output_tokens[0]
+    assert facts["argmax"] == int(np.argmax(copy_trace.weights[1]))
+
+
+def test_figures_export_as_self_contained_html_and_png_config(copy_trace):
+    html = figure_html(fa.attention_heatmap(copy_trace, 0))
+    assert html.lower().startswith("<!doctype html>")
+    assert '<script src="http' not in html and len(html) > 1_000_000  # plotly.js inlined: works offline
+    config = plotly_config("step 3: α/weights")
+    assert config["toImageButtonOptions"] == {"format": "png", "filename": "step-3--α-weights", "scale": 2}
+
+
+def test_every_figure_has_projector_fonts(copy_trace):
+    figures = [fa.attention_heatmap(copy_trace, 0), fa.weights_bar(copy_trace, 0), fa.context_sum(copy_trace, 0),
+               fv.encoder_states_heatmap(copy_trace), fv.decoder_states_heatmap(copy_trace, 0),
+               fv.state_update_figure(copy_trace, 0), fv.query_key_space(copy_trace, 0),
+               fs.output_distribution(copy_trace, 0)]
+    for fig in figures:
+        assert fig.layout.font.size >= 16
+        assert fig.layout.template.layout.plot_bgcolor == "white"
+
+
+# --- requests and inputs ----------------------------------------------------------------------------
+
+def test_examples_and_random_inputs_suit_the_model(make_random_bundle, fra):
+    bundle = make_random_bundle()
+    for text in views.example_inputs(bundle) + [views.random_input(bundle, random.Random(n)) for n in range(20)]:
+        bundle.prepare(text)
+    fra_examples = views.example_inputs(fra)
+    assert fra_examples
+    assert all(not fra.prepare(t).unknown for t in fra_examples) or fra_examples == list(views.TRANSLATION_EXAMPLES[:5])
+    assert views.random_input(fra, random.Random(0)) in fra_examples
+
+
+def test_request_trace_in_every_mode(make_random_bundle):
+    bundle = make_random_bundle()
+    greedy = views.request_trace(bundle, views.Request("m", "1234"))
+    assert greedy.output_tokens == trace(bundle, "1234").output_tokens
+    forced = views.request_trace(bundle, views.Request("m", "1234", mode="teacher", target="4321"))
+    assert forced.teacher_forced and forced.output_tokens == ("4", "3", "2", "1", "<eos>")
+    with pytest.raises(ExplorerError, match="needs a target"):
+        views.request_trace(bundle, views.Request("m", "1234", mode="teacher"))
+    found = views.candidates(bundle, "1234", 3)
+    for n, cand in enumerate(found):
+        tr = views.request_trace(bundle, views.Request("m", "1234", mode="beam", beam_width=3, candidate=n), found)
+        assert tuple(tr.output_ids.tolist()) == cand.ids
+        log_p = float(np.log(tr.probs[np.arange(tr.steps), tr.output_ids]).sum())
+        assert log_p == pytest.approx(cand.log_prob, abs=1e-3)  # the trace scores the candidate as beam did
+    frame = views.candidates_frame(bundle, found)
+    assert list(frame["rank"]) == list(range(1, len(found) + 1))
+    assert np.allclose(frame["log P"], [c.log_prob for c in found])
+    with pytest.raises(ExplorerError):
+        views.candidates(bundle, "1234", 0)
+    with pytest.raises(ExplorerError):
+        views.Request("m", "1", mode="sampling")
+
+
+def test_truth_text(make_random_bundle, fra):
+    bundle = make_random_bundle()
+    tr = trace(bundle, "1234")
+    assert views.truth_text(bundle, tr) == "1234"
+    assert views.truth_text(fra, trace(fra, "I am cold.")) is None

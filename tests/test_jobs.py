@@ -1,0 +1,215 @@
+"""Background training jobs: run, stop, continue, snapshots, the per-session registry and its reaper."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from explorer import checkpoint
+from explorer.errors import ExplorerError
+from explorer.jobs import (FAILED, FINISHED, NEW, RUNNING, STOPPED, JobRegistry, Limits, TrainingJob, _Thinned,
+                           task_job, translation_job)
+from explorer.tasks import TaskSpec
+from explorer.train import TrainConfig
+
+TINY = {"embed": 8, "hidden": 16, "attn_dim": 8, "bidirectional": False}
+SPEC = TaskSpec("reverse", 2, 4, "abcd")
+
+
+def tiny_job(steps: int = 30, publish=None, **cfg) -> TrainingJob:
+    config = TrainConfig(**{"steps": steps, "batch_size": 16, "lr": 1e-2, "eval_every": 10, "eval_samples": 40,
+                            **cfg})
+    return task_job(SPEC, "tiny", dict(TINY), config, publish=publish)
+
+
+def wait_until(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_job_runs_to_completion_and_logs_progress():
+    published = []
+    job = tiny_job(steps=30, publish=published.append)
+    assert job.state == NEW
+    job.start()
+    assert job.join(30)
+    view = job.view()
+    assert view.state == FINISHED and view.step == 30 and "30" in view.message
+    assert [r.step for r in view.steps] == list(range(1, 31))
+    assert [r.step for r in view.evals] == [10, 20, 30]
+    assert view.fraction == 1.0 and view.eta is None and view.elapsed > 0
+    assert all(0 <= r.valid_exact <= 1 and r.valid_loss > 0 and r.valid_alignment is not None for r in view.evals)
+    assert view.snapshots[0].step == 0 and view.snapshots[-1].step == 30  # from untrained to the end
+    assert len(published) == 5  # at the start, each evaluation, and the final model with its training record
+    assert published[-1].training["steps_done"] == 30
+    assert published[-1] is job.snapshot()
+
+
+def test_snapshot_is_a_frozen_copy_not_the_live_model():
+    job = tiny_job(steps=10)
+    job.start()
+    job.join(30)
+    snap = job.snapshot()
+    live = job._bundle.model
+    assert snap.model is not live and snap.name == "tiny"
+    assert not snap.model.training and not any(p.requires_grad for p in snap.model.parameters())
+    before = [p.clone() for p in snap.model.parameters()]
+    job.continue_(10)
+    job.join(30)
+    assert all(torch.equal(a, b) for a, b in zip(before, snap.model.parameters()))  # untouched by training
+    assert job.snapshot() is not snap
+    assert checkpoint.from_bytes(checkpoint.to_bytes(job.snapshot()), "again").training["steps_done"] == 20
+
+
+def test_stop_keeps_the_model_and_continue_keeps_step_count_with_a_new_lr():
+    job = tiny_job(steps=50_000)
+    job.start()
+    wait_until(lambda: job.view().step >= 5)
+    assert job.state == RUNNING and job.view().eta is not None
+    job.stop()
+    assert job.join(30)
+    view = job.view()
+    assert view.state == STOPPED and 5 <= view.step < 50_000 and "stopped" in view.message
+    stopped_at = view.step
+    optimizer = job._trainer.optimizer
+    assert job.snapshot().training["steps_done"] == stopped_at
+    job.continue_(7, lr=5e-3)
+    job.join(30)
+    view = job.view()
+    assert view.state == FINISHED and view.step == stopped_at + 7 and view.lr == 5e-3
+    assert job._trainer.optimizer is optimizer  # Adam's moments kept: changing the lr resets nothing
+    assert [r.step for r in view.steps] == list(range(1, stopped_at + 8))
+    with pytest.raises(ExplorerError):
+        job.continue_(5, lr=0)
+
+
+def test_continue_while_running_is_refused():
+    job = tiny_job(steps=50_000)
+    job.start()
+    try:
+        with pytest.raises(ExplorerError, match="already"):
+            job.continue_(10)
+    finally:
+        job.stop()
+        job.join(30)
+
+
+def test_target_accuracy_stops_early():
+    job = tiny_job(steps=2000, target_accuracy=0.01)  # any model gets 1 % exact on 2–4 symbols soon
+    job.start()
+    job.join(60)
+    assert job.view().state == FINISHED and job.view().step < 2000 and "target" in job.view().message
+
+
+def test_a_crash_in_training_becomes_a_failed_state():
+    job = tiny_job(steps=20)
+    job._trainer.train_step = lambda batch: 1 / 0
+    job.start()
+    job.join(30)
+    assert job.state == FAILED and "ZeroDivisionError" in job.view().message
+
+
+def test_snapshots_are_thinned_evenly_to_a_cap():
+    thin = _Thinned(cap=6)
+    for step in range(0, 100):
+        thin.offer(step)
+    assert len(thin.items) <= 6
+    gaps = {b - a for a, b in zip(thin.items, thin.items[1:])}
+    assert len(gaps) == 1 and thin.items[0] == 0
+
+
+def test_limits_refuse_oversized_jobs():
+    with pytest.raises(ExplorerError, match="hidden is 1024"):
+        task_job(SPEC, "big", {**TINY, "hidden": 1024}, TrainConfig(steps=10))
+    with pytest.raises(ExplorerError, match="steps"):
+        task_job(SPEC, "long", TINY, TrainConfig(steps=60_000))
+    with pytest.raises(ExplorerError, match="batch"):
+        task_job(SPEC, "wide", TINY, TrainConfig(steps=10, batch_size=2048))
+    with pytest.raises(ExplorerError, match="layers"):
+        task_job(SPEC, "deep", {**TINY, "layers": 4}, TrainConfig(steps=10))
+    with pytest.raises(ExplorerError, match="limit is 10"):
+        translation_job(b"a\tb\n" * 10, "tsv", TINY, TrainConfig(steps=10), limits=Limits(max_tsv_bytes=10))
+
+
+def test_translation_job_from_tsv_bytes_with_epochs(tmp_path):
+    rows = "".join(f"go {w}\tva {w}\n" for w in ["home", "now", "there", "away", "back", "up"] * 5)
+    job = translation_job(rows.encode(), "tsv", TINY, TrainConfig(batch_size=8, eval_samples=10), epochs=2)
+    assert job.config.steps == pytest.approx(2 * 28 / 8, abs=1)
+    job.start()
+    job.join(30)
+    assert job.state == FINISHED and job.snapshot().kind == "translation"
+
+
+def test_registry_one_job_per_session_and_a_server_cap():
+    reg = JobRegistry(max_running=1)
+    first, second = tiny_job(steps=50_000), tiny_job(steps=10)
+    try:
+        reg.admit("a", first)
+        first.start()
+        with pytest.raises(ExplorerError, match="already training"):
+            reg.admit("a", second)
+        with pytest.raises(ExplorerError, match="busy"):
+            reg.admit("b", second)
+        assert reg.running() == 1
+        first.stop()
+        first.join(30)
+        reg.admit("b", second)  # a stopped job frees its slot
+        assert reg.get("b") is second
+    finally:
+        first.stop()
+        first.join(30)
+
+
+def test_reaper_stops_jobs_whose_session_stopped_its_heartbeat():
+    reg = JobRegistry(idle_timeout=0.3, reap_interval=0.05)
+    job = tiny_job(steps=50_000)
+    reg.admit("s", job)
+    job.start()
+    try:
+        for _ in range(10):  # while the page keeps rendering, the job lives
+            reg.touch("s")
+            time.sleep(0.05)
+        assert job.state == RUNNING
+        wait_until(lambda: job.state == STOPPED, timeout=20)  # the session went quiet: the reaper ends it
+        assert reg.get("s") is None and job.snapshot() is not None  # its model is kept
+    finally:
+        job.stop()
+        job.join(30)
+
+
+def test_reaper_uses_session_liveness_with_a_grace_period():
+    alive = {"s": True}
+    reg = JobRegistry(idle_timeout=1e9, gone_grace=10.0, reap_interval=60,
+                      session_alive=lambda sid: alive.get(sid))
+    job = tiny_job(steps=50_000)
+    reg.admit("s", job)
+    job.start()
+    try:
+        t0 = time.monotonic()
+        assert reg.reap(t0) == []
+        alive["s"] = False
+        assert reg.reap(t0 + 1) == []  # a reconnect within the grace period keeps it
+        alive["s"] = True
+        assert reg.reap(t0 + 20) == []
+        alive["s"] = False
+        assert reg.reap(t0 + 21) == []
+        assert reg.reap(t0 + 32) == ["s"]
+        assert job.join(30) and job.state == STOPPED
+    finally:
+        job.stop()
+        job.join(30)
+
+
+def test_probe_snapshots_are_teacher_forced_on_the_truth_so_frames_keep_their_shape():
+    job = tiny_job(steps=20)
+    job.start()
+    job.join(30)
+    frames = job.view().snapshots
+    assert len(frames) >= 2
+    truth = job.snapshot().ground_truth(frames[0].trace.source_tokens).target
+    assert all(f.trace.teacher_forced and f.trace.weights.shape == (len(truth) + 1, len(f.trace.source_tokens))
+               for f in frames)
