@@ -136,12 +136,12 @@ def test_the_last_good_trace_can_still_be_stepped_through_under_a_bad_input(expl
     show_good(at)
     at.text_input(key="explore_input").set_value("12😀")
     run(at)
-    assert at.session_state["explore_t"] == 1
+    assert at.session_state["explore_step"] == 1
     at.button(key="explore_next").click()
     run(at)
     at.button(key="explore_next").click()
     run(at)
-    assert at.session_state["explore_t"] == 3
+    assert at.session_state["explore_step"] == 3
     assert errors(at) and metric(at, "Correct answer") == GOOD
 
 
