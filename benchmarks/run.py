@@ -149,7 +149,8 @@ def worker_train_ours(p: dict) -> dict:
     return {"reached": result.reason == "target", "reason": result.reason, "wall": wall, "cpu": cpu,
             "train_seconds": result.seconds, "examples": result.examples, "exact": result.metrics.exact_match,
             "import_seconds": import_s, "threads": threads, "evaluations": len(evals),
-            "train_config": {k: v for k, v in vars(cfg).items() if k not in ("seed", "target_accuracy", "max_seconds")},
+            "train_config": {k: getattr(cfg, k) for k in ("steps", "batch_size", "lr", "min_lr_ratio", "clip",
+                                                          "eval_every", "eval_samples")},
             "model": dict(MODEL_DEFAULTS)}
 
 

@@ -107,7 +107,6 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None) -
     model_names = {"embed": "embed", "hidden": "hidden", "attn_dim": "attn_dim", "layers": "layers",
                    "attention": "attention", "cell": "cell", "dropout": "dropout", "bidirectional": "bidirectional"}
     train_names = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "clip": "clip",
-                   "plateau_patience": "plateau_patience",
                    "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
                    "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples"}
     if args.task:
