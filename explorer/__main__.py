@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--batch-size", type=int, default=None)
     t.add_argument("--lr", type=float, default=None)
     t.add_argument("--clip", type=float, default=1.0)
+    t.add_argument("--plateau-patience", type=int, default=None,
+                   help="halve the learning rate after N evaluations without a better validation token accuracy "
+                        "(0: off; toy-task default in recipes.TRAIN_DEFAULTS)")
     t.add_argument("--teacher-forcing", type=float, default=1.0)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--target-accuracy", type=float, default=None)

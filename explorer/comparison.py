@@ -3,13 +3,21 @@
 The curve is `evaluation.accuracy_by_length`, the very function behind
 `python -m explorer eval --min-len L --max-len L --seed SEED+L`, so the page and the CLI agree
 number for number (see `eval_command`).
+
+Computing a curve takes 10–40 s on 2 cores, so the shipped models' curves are also stored in
+`pretrained/curves.json` (written by `scripts/report_pretrained.py --curves`), each under the SHA-256
+of the checkpoint file it was computed from: a record is used only for that exact file and those exact
+lengths, samples and seed, and anything else is computed afresh.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from .bundle import ModelBundle
@@ -20,6 +28,7 @@ from .model import count_parameters
 CURVE_LENGTHS: tuple[int, ...] = tuple(range(1, 41))
 CURVE_SAMPLES = 200
 CURVE_SEED = 12345  # the CLI's default --seed; length L uses seed CURVE_SEED + L
+CURVES_FILE = "curves.json"  # stored curves of the shipped models, beside them
 
 
 @dataclass(frozen=True)
@@ -105,3 +114,46 @@ def random_input(bundle: ModelBundle, length: int, seed: int) -> str:
     if length > bundle.model.cfg.max_src_len:
         raise ExplorerError(f"{bundle.name} reads at most {bundle.model.cfg.max_src_len} symbols")
     return "".join(task.sample_length(rng, 1, length)[0].source)
+
+
+# --- stored curves of the shipped checkpoints -------------------------------------------------------
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def stored_curve(checkpoint_path: Path, lengths: Sequence[int] = CURVE_LENGTHS, samples: int = CURVE_SAMPLES,
+                 seed: int = CURVE_SEED) -> Curve | None:
+    """The curve stored for exactly this checkpoint file and these settings, or None (then compute it).
+    A missing, unreadable or mismatched store is never an error: it only means computing."""
+    checkpoint_path = Path(checkpoint_path)
+    try:
+        records = json.loads((checkpoint_path.parent / CURVES_FILE).read_text(encoding="utf-8"))
+        record = records[checkpoint_path.name]
+        if (record["sha256"] != file_digest(checkpoint_path) or record["samples"] != samples
+                or record["seed"] != seed):
+            return None
+        rows = tuple(dict(row) for row in record["rows"])
+        wanted = [n for n in lengths if n <= record["max_src_len"]]
+        by_length = {row["length"]: row for row in rows}
+        if any(n not in by_length for n in wanted):
+            return None
+        trained = record["trained"]
+        return Curve(record["model"], record["attention"], tuple(wanted), tuple(by_length[n] for n in wanted),
+                     samples, seed, tuple(trained) if trained else None, 0.0)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def store_curves(entries: Sequence[tuple[Path, ModelBundle]], lengths: Sequence[int] = CURVE_LENGTHS,
+                 samples: int = CURVE_SAMPLES, seed: int = CURVE_SEED) -> Path:
+    """Compute and store the curves of these checkpoints (files in one folder) in its CURVES_FILE."""
+    folder = Path(entries[0][0]).parent
+    records = {}
+    for path, bundle in entries:
+        curve = length_curve(bundle, lengths, samples, seed)
+        records[Path(path).name] = {**asdict(curve), "sha256": file_digest(path),
+                                    "max_src_len": bundle.model.cfg.max_src_len}
+    target = folder / CURVES_FILE
+    target.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return target

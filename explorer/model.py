@@ -271,7 +271,7 @@ class Step(NamedTuple):
     scores: Tensor | None  # (B, S) e_ti (-inf where masked)
     weights: Tensor | None  # (B, S) α_ti, rows sum to 1
     context: Tensor | None  # (B, D) c_t = Σ_i α_ti v_i
-    logits: Tensor  # (B, V) U [s_t; c_t] + b_U
+    logits: Tensor | None  # (B, V) U [s_t; c_t] + b_U (None when the caller reads out later, batched)
 
 
 def _identity(x: Tensor) -> Tensor:
@@ -333,13 +333,26 @@ class Seq2Seq(nn.Module):
         """c_0 = 0 (None for the plain encoder-decoder, which has no context)."""
         return None if self.attention is None else torch.zeros(batch, self.cfg.attn_dim, device=device)
 
+    def readout(self, s: Tensor, context: Tensor | None) -> Tensor:
+        """Step 4's logits U [s_t; c_t] + b_U, for one step (B, ·) or many at once (B, T, ·)."""
+        drop = self.dropout if self.cfg.dropout else _identity
+        if context is None:
+            return self.out(drop(s))
+        return self.out(drop(torch.cat([s, context], dim=-1)))
+
     def decode_step(self, y_prev: Tensor, state: State, c_prev: Tensor | None, memory: Memory,
-                    control: Control | None = None) -> Step:
-        """One output step: the seed's four steps. y_prev (B,) ids, state s_{t-1}, c_prev c_{t-1} (B, D)."""
+                    control: Control | None = None, embedded: Tensor | None = None,
+                    readout: bool = True) -> Step:
+        """One output step: the seed's four steps. y_prev (B,) ids, state s_{t-1}, c_prev c_{t-1} (B, D).
+
+        Training passes `embedded` (the embedding of y_prev, looked up for all steps at once) and
+        `readout=False` (it applies `readout` to all steps at once): the same numbers, far fewer small
+        operations in the backward pass.
+        """
         # Per-step overhead counts here (batch-1 decoding is a few dozen small ops per step), so work
         # that changes nothing is skipped: dropout with p = 0, stacking a single layer, dividing by τ = 1.
         drop = self.dropout if self.cfg.dropout else _identity
-        x = self.embed(y_prev)  # (B, E)
+        x = self.embed(y_prev) if embedded is None else embedded  # (B, E)
         if c_prev is not None:
             x = torch.cat([x, c_prev], dim=-1)  # (B, E + D): [y_{t-1}; c_{t-1}]
         # Step 1: s_t = f(s_{t-1}, [y_{t-1}; c_{t-1}]), layer by layer.
@@ -361,7 +374,7 @@ class Seq2Seq(nn.Module):
             new_state = _stack(hs)  # (L, B, H)
             s = hs[-1]  # (B, H)
         if self.attention is None:
-            return Step(new_state, s, None, None, None, None, self.out(drop(s)))
+            return Step(new_state, s, None, None, None, None, self.readout(s, None) if readout else None)
         # Step 2: q_t = Query(s_t); the keys and values were computed once in encode().
         q = self.attention.query(s)  # (B, D)
         # Step 3: scores, softmax weights, context = expectation of V under the weights.
@@ -380,7 +393,7 @@ class Seq2Seq(nn.Module):
             weights = torch.where(pinned.unsqueeze(1), one_hot, weights)
         context = (weights.unsqueeze(-1) * memory.values).sum(1)  # (B, D) c_t = Σ_i α_ti v_i
         # Step 4: ŷ_t = softmax(U [s_t; c_t] + b_U).
-        logits = self.out(drop(torch.cat([s, context], dim=-1)))  # (B, V)
+        logits = self.readout(s, context) if readout else None  # (B, V)
         return Step(new_state, s, q, scores, weights, context, logits)
 
     def forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor, teacher_forcing: float = 1.0,
@@ -393,19 +406,31 @@ class Seq2Seq(nn.Module):
         memory = self.encode(src, lengths)
         B, T = tgt_in.shape
         state, c = memory.s0, self.initial_context(B, src.device)
+        if teacher_forcing >= 1.0:
+            # Every y_{t-1} is known: embed them all at once and read out all steps at once.
+            embedded = self.embed(tgt_in)  # (B, T, E)
+            tops, contexts, weights = [], [], []
+            for t in range(T):
+                step = self.decode_step(tgt_in[:, t], state, c, memory, embedded=embedded[:, t], readout=False)
+                tops.append(step.s)
+                if step.weights is not None:
+                    weights.append(step.weights)
+                    contexts.append(step.context)
+                state, c = step.state, step.context
+            logits = self.readout(torch.stack(tops, 1), torch.stack(contexts, 1) if contexts else None)
+            return logits, (torch.stack(weights, 1) if weights else None)
         y = tgt_in[:, 0]
-        logits, weights = [], []
+        outputs, weights = [], []
         for t in range(T):
             step = self.decode_step(y, state, c, memory)
-            logits.append(step.logits)
+            outputs.append(step.logits)
             if step.weights is not None:
                 weights.append(step.weights)
             state, c = step.state, step.context
             if t + 1 < T:
-                use_truth = teacher_forcing >= 1.0 or \
-                    torch.rand((), generator=generator).item() < teacher_forcing
+                use_truth = torch.rand((), generator=generator).item() < teacher_forcing
                 y = tgt_in[:, t + 1] if use_truth else step.logits.argmax(-1)
-        return torch.stack(logits, 1), (torch.stack(weights, 1) if weights else None)
+        return torch.stack(outputs, 1), (torch.stack(weights, 1) if weights else None)
 
 
 # torch's default generator is one per process, shared by every thread: each session's script and

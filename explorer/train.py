@@ -316,35 +316,37 @@ class Trainer:
         with SEED_LOCK:  # not while another thread is initialising a model from its seed
             torch.manual_seed(self.cfg.seed + self.step)
         self.model.train()
-        reason, loss = "steps", float("nan")
-        end = self.step + steps
-        while self.step < end:
-            if self.stop.is_set():
-                reason = "stopped"
-                break
-            for group in self.optimizer.param_groups:
-                group["lr"] = self._lr_at(self.step - (end - steps), steps)
-            started = time.perf_counter()
-            batch = self.data.batch(self.rng, self.cfg.batch_size)
-            loss = self.train_step(batch)
-            self.seconds += time.perf_counter() - started
-            self.step += 1
-            self.examples += len(batch)
-            if self.on_step:
-                self.on_step(Progress(self.step, self._total, self.examples, self.seconds, loss,
-                                      self.optimizer.param_groups[0]["lr"], self.examples / self.seconds))
-            if self.step % self.cfg.eval_every == 0 or self.step == end:
-                progress = self.evaluate_now(loss)
-                self._watch_plateau(progress.metrics)
-                if self.cfg.target_accuracy is not None and progress.metrics.exact_match >= self.cfg.target_accuracy:
-                    reason = "target"
+        try:
+            reason, loss = "steps", float("nan")
+            end = self.step + steps
+            while self.step < end:
+                if self.stop.is_set():
+                    reason = "stopped"
                     break
-            if self.cfg.max_seconds is not None and self.seconds >= self.cfg.max_seconds:
-                reason = "time"
-                break
-        if self.last_metrics is None or self.history[-1]["step"] != self.step:
-            self.evaluate_now(loss)
-        self.model.eval()
+                for group in self.optimizer.param_groups:
+                    group["lr"] = self._lr_at(self.step - (end - steps), steps)
+                started = time.perf_counter()
+                batch = self.data.batch(self.rng, self.cfg.batch_size)
+                loss = self.train_step(batch)
+                self.seconds += time.perf_counter() - started
+                self.step += 1
+                self.examples += len(batch)
+                if self.on_step:
+                    self.on_step(Progress(self.step, self._total, self.examples, self.seconds, loss,
+                                          self.optimizer.param_groups[0]["lr"], self.examples / self.seconds))
+                if self.step % self.cfg.eval_every == 0 or self.step == end:
+                    progress = self.evaluate_now(loss)
+                    self._watch_plateau(progress.metrics)
+                    if self.cfg.target_accuracy is not None and progress.metrics.exact_match >= self.cfg.target_accuracy:
+                        reason = "target"
+                        break
+                if self.cfg.max_seconds is not None and self.seconds >= self.cfg.max_seconds:
+                    reason = "time"
+                    break
+            if self.last_metrics is None or self.history[-1]["step"] != self.step:
+                self.evaluate_now(loss)
+        finally:  # a failed step or callback must not leave a shared model in training mode (dropout on)
+            self.model.eval()
         self.bundle.training = {**asdict(self.cfg), "steps_done": self.step, "examples": self.examples,
                                 "seconds": round(self.seconds, 2), "stopped_because": reason}
         self.bundle.metrics = {"validation": self.last_metrics.to_dict()}

@@ -54,6 +54,69 @@ class Request:
         return replace(self, intervention=Intervention())
 
 
+# --- interventions in the URL --------------------------------------------------------------------
+
+INTERVENTION_URL_KEYS: tuple[str, ...] = ("temp", "mask", "pin", "force")
+
+
+def intervention_query(iv: Intervention) -> dict[str, str]:
+    """The query-string form of a what-if (1-based steps and positions, as the page labels them):
+    ``temp=0.5``, ``mask=2,5``, ``pin=3:1,4:2`` (step:position), ``force=3:le 5:chat`` (step:token; tokens
+    never hold whitespace). The identity intervention is the empty dict."""
+    out: dict[str, str] = {}
+    if iv.temperature != 1.0:
+        out["temp"] = f"{iv.temperature:g}"
+    if iv.masked:
+        out["mask"] = ",".join(str(i + 1) for i in iv.masked)
+    if iv.pins:
+        out["pin"] = ",".join(f"{t + 1}:{i + 1}" for t, i in iv.pins)
+    if iv.forced:
+        out["force"] = " ".join(f"{t + 1}:{token}" for t, token in iv.forced)
+    return out
+
+
+def _url_number(text: str, what: str, kind: type = int) -> int | float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ExplorerError(f"the link's {what} {text!r} is not a number") from None
+    if kind is int and value < 1:
+        raise ExplorerError(f"the link's {what} {text!r} must be 1 or more")
+    return value
+
+
+def _url_pairs(text: str, what: str, separator: str | None) -> list[tuple[int, str]]:
+    pairs = []
+    for item in text.split(separator):
+        step, colon, rest = item.strip().partition(":")
+        if not colon or not rest:
+            raise ExplorerError(f"the link's {what} {item!r} is not step:value")
+        pairs.append((int(_url_number(step, what + " step")) - 1, rest))
+    return pairs
+
+
+def intervention_from_query(params: dict[str, str | None]) -> Intervention:
+    """Parse what `intervention_query` wrote; a malformed value is an ExplorerError naming it. Ranges
+    (a position past the input, a step past the output) are checked where the trace is made."""
+    temperature = 1.0
+    if params.get("temp"):
+        temperature = float(_url_number(params["temp"], "temperature", float))
+        if not 0.01 <= temperature <= 100:
+            raise ExplorerError(f"the link's temperature {temperature:g} is outside 0.01–100")
+    masked = ()
+    if params.get("mask"):
+        masked = tuple(sorted({int(_url_number(x.strip(), "masked position")) - 1
+                               for x in params["mask"].split(",")}))
+    pins = ()
+    if params.get("pin"):
+        pins = tuple(sorted(dict((t, int(_url_number(i, "pinned position")) - 1)
+                                 for t, i in _url_pairs(params["pin"], "pin", ",")).items()))
+    forced = ()
+    if params.get("force"):
+        forced = tuple(sorted(dict(_url_pairs(params["force"], "forced token", None)).items()))
+    return Intervention(temperature=temperature, masked=masked, pins=pins, forced=forced)
+
+
 # --- inputs --------------------------------------------------------------------------------------
 
 def example_inputs(bundle: ModelBundle) -> list[str]:

@@ -1,6 +1,7 @@
 """Print the shipped models' measured metrics as Markdown tables (the figures quoted in the READMEs).
 
     python scripts/report_pretrained.py [--samples 1000] [--lengths 1-40] [--data-root ../shared/data]
+    python scripts/report_pretrained.py --curves   # (re)write pretrained/curves.json, the Compare page's curves
 
 Toy tasks: `explorer eval` over each model's own length range (fresh samples, seed 12345) and
 accuracy by input length for the reversal twins; translation: BLEU on the held-out split.
@@ -32,7 +33,14 @@ def main() -> int:
     parser.add_argument("--lengths", default="1-40", help="range for the accuracy-by-length table")
     parser.add_argument("--per-length", type=int, default=200)
     parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--curves", action="store_true",
+                        help="store the accuracy-by-length curves of the shipped sequence models (after retraining one)")
     args = parser.parse_args()
+    if args.curves:
+        from explorer.comparison import has_curve, store_curves
+        entries = [(checkpoint.resolve(n), checkpoint.load(n)) for n in checkpoint.pretrained_names()]
+        print(store_curves([(path, bundle) for path, bundle in entries if has_curve(bundle)]))
+        return 0
     lo, hi = (int(x) for x in args.lengths.split("-"))
 
     names = checkpoint.pretrained_names()

@@ -435,6 +435,54 @@ def test_the_link_reopens_the_same_view(models_dir):
     assert at.query_params["step"] in ("5", ["5"])
 
 
+def query(at: AppTest) -> dict[str, str]:
+    return {key: (value[0] if isinstance(value, list) else value) for key, value in at.query_params.items()}
+
+
+def test_the_link_carries_the_what_if_and_reopens_it_exactly(models_dir):
+    at = open_app(models_dir)
+    at.select_slider(key="explore_temperature").set_value(0.5)
+    at.multiselect(key="explore_masked").set_value([0, 2])
+    ok(at)
+    at.number_input(key="explore_pin_step").set_value(2)
+    at.selectbox(key="explore_pin_pos").set_value(5)
+    at.button(key="explore_pin").click()
+    ok(at)
+    at.number_input(key="explore_force_step").set_value(1)
+    at.selectbox(key="explore_force_token").set_value("7")
+    at.button(key="explore_force").click()
+    ok(at)
+    link = query(at)
+    assert (link["temp"], link["mask"], link["pin"], link["force"]) == ("0.5", "1,3", "2:6", "1:7")
+    changed = decode(figure(at, "explore_fig_changed")["data"][0]["z"])
+
+    again = open_app(models_dir, **link)  # a new session opening the bookmark
+    assert (state(again, "temperature"), state(again, "masked")) == (0.5, [0, 2])
+    assert (state(again, "pins"), state(again, "forced")) == ([(1, 5)], [(0, "7")])
+    assert np.array_equal(decode(figure(again, "explore_fig_changed")["data"][0]["z"]), changed)
+    assert metric(again, "Output") == metric(at, "Output")
+
+    again.button(key="explore_reset").click()
+    ok(again)
+    assert not {"temp", "mask", "pin", "force"} & set(query(again))
+
+
+def test_a_malformed_what_if_in_the_link_is_a_warning(models_dir):
+    at = open_app(models_dir, mask="two", pin="3")
+    assert any("not a number" in w.value for w in at.warning)
+    assert state(at, "masked") == [] and state(at, "pins") == []
+    assert not errors(at)
+    at = open_app(models_dir, temp="0.3")
+    assert any("not one of the slider's values" in w.value for w in at.warning)
+
+
+def test_a_what_if_that_does_not_fit_the_input_is_cleared(models_dir):
+    at = open_app(models_dir, input="12", mask="9")
+    assert any("was cleared" in c.value for c in at.caption)
+    assert state(at, "masked") == [] and "mask" not in query(at)
+    assert metric(at, "Correct answer") == "12"
+
+
 def test_a_step_beyond_the_end_is_clamped(models_dir):
     at = open_app(models_dir, step="999")
     assert state(at, "step") == 12

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from explorer import views
 from explorer.errors import ExplorerError
 from explorer.model import ATTENTIONS, CELLS
 from explorer.tasks import TaskSpec, make_task
@@ -153,3 +154,25 @@ def test_the_invariants_hold_under_random_interventions(cell, attention, seed, h
         assert tr.output_tokens[:first] == plain.output_tokens[:first]
         np.testing.assert_array_equal(tr.weights[:first], plain.weights[:first])
     assert tr.output_tokens == again.output_tokens and np.array_equal(tr.weights, again.weights)
+
+
+TOKENS = st.text(st.characters(blacklist_categories=("Z", "C")), min_size=1, max_size=6)
+
+
+@given(temperature=st.sampled_from([0.1, 0.25, 0.5, 1.0, 2.0, 10.0]),
+       masked=st.lists(st.integers(0, 40), unique=True, max_size=5),
+       pins=st.dictionaries(st.integers(0, 40), st.integers(0, 40), max_size=4),
+       forced=st.dictionaries(st.integers(0, 40), TOKENS, max_size=4))
+def test_the_what_if_survives_the_url(temperature, masked, pins, forced):
+    iv = Intervention(temperature=temperature, masked=tuple(sorted(masked)), pins=tuple(sorted(pins.items())),
+                      forced=tuple(sorted(forced.items())))
+    params = views.intervention_query(iv)
+    assert views.intervention_from_query(params) == iv
+    assert (params == {}) == iv.is_identity
+
+
+@pytest.mark.parametrize("params", [{"mask": "x"}, {"mask": "0"}, {"pin": "3"}, {"pin": "2:y"}, {"force": "7"},
+                                    {"force": "a:b"}, {"temp": "hot"}, {"temp": "1e9"}, {"pin": "1:"}])
+def test_a_malformed_what_if_is_refused_with_a_message(params):
+    with pytest.raises(ExplorerError, match="link"):
+        views.intervention_from_query(params)

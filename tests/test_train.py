@@ -137,6 +137,15 @@ def test_a_time_limit_stops_the_run():
     assert result.reason == "time" and result.steps == 1
 
 
+def test_a_run_that_fails_leaves_the_model_in_eval_mode():
+    def broken(progress: Progress) -> None:
+        raise RuntimeError("a callback failed")
+    trainer = short_trainer(on_step=broken)
+    with pytest.raises(RuntimeError, match="callback failed"):
+        trainer.run()
+    assert not trainer.model.training  # a shared model left in training mode would trace with dropout on
+
+
 # --- callbacks -------------------------------------------------------------------------------------------
 
 

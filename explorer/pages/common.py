@@ -77,9 +77,12 @@ def show_problem(exc: Exception) -> None:
 
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _shipped_curve(name: str, lengths: tuple[int, ...], samples: int, seed: int):
-    """Accuracy by length of a shipped model: computed once per server (shipped models never change)."""
-    from explorer.comparison import length_curve
-    return length_curve(shipped_model(name), lengths, samples, seed)
+    """Accuracy by length of a shipped model: read from the curves stored for that exact checkpoint
+    file, else computed once per server (shipped models never change)."""
+    from explorer import checkpoint
+    from explorer.comparison import length_curve, stored_curve
+    stored = stored_curve(checkpoint.resolve(name), lengths, samples, seed)
+    return stored if stored is not None else length_curve(shipped_model(name), lengths, samples, seed)
 
 
 def accuracy_curve(name: str, lengths: tuple[int, ...] | None = None, samples: int | None = None,

@@ -33,7 +33,7 @@ TEMPERATURES = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 PLAY_SECONDS = 1.2
 CELL_NAMES = {"rnn": r"\mathrm{RNN}", "gru": r"\mathrm{GRU}", "lstm": r"\mathrm{LSTM}", "unshared": r"\mathrm{RNN}"}
 INTERVENTION_KEYS = ("explore_masked", "explore_pins", "explore_forced")
-URL_KEYS = ("model", "input", "mode", "target", "width", "step")
+URL_KEYS = ("model", "input", "mode", "target", "width", "step") + views.INTERVENTION_URL_KEYS
 
 K = "explore_"  # every session-state key of this page starts with this
 
@@ -60,8 +60,9 @@ def _reset_view() -> None:
 
 
 def _apply_url(names: list[str]) -> None:
-    """Model, input, mode, target, beam width and step from the query string: on the session's first run,
-    and whenever the URL names a view other than the one this page last wrote (a link from another page)."""
+    """Model, input, mode, target, beam width, step and what-if from the query string: on the session's
+    first run, and whenever the URL names a view other than the one this page last wrote (a link from
+    another page, or the browser's back button)."""
     incoming = {key: st.query_params.get(key) for key in URL_KEYS}
     synced = _state("synced") or {}
     changed = {key: value for key, value in incoming.items() if value is not None and value != synced.get(key)}
@@ -90,7 +91,25 @@ def _apply_url(names: list[str]) -> None:
         except ValueError:
             continue
         _set(name, min(max(value, 1), hi))
+    if first or any(key in changed for key in views.INTERVENTION_URL_KEYS):
+        _apply_url_intervention(incoming)
     _set("synced", {key: value for key, value in incoming.items() if value is not None})
+
+
+def _apply_url_intervention(incoming: dict[str, str | None]) -> None:
+    """The link's what-if replaces the current one; a malformed one is a message and changes nothing."""
+    try:
+        iv = views.intervention_from_query(incoming)
+        if iv.temperature not in TEMPERATURES:
+            raise ExplorerError(f"the link's temperature {iv.temperature:g} is not one of the slider's values "
+                                f"({', '.join(f'{x:g}' for x in TEMPERATURES)})")
+    except ExplorerError as exc:
+        _set("url_problem", f"{exc}; the what-if in the link was not applied")
+        return
+    _set("temperature", iv.temperature)
+    _set("masked", list(iv.masked))
+    _set("pins", [tuple(p) for p in iv.pins])
+    _set("forced", [tuple(f) for f in iv.forced])
 
 
 def _sync_url(request: views.Request, t: int | None = None) -> None:
@@ -101,10 +120,11 @@ def _sync_url(request: views.Request, t: int | None = None) -> None:
     if request.mode == "beam":
         want["width"] = str(request.beam_width)
     want["step"] = str(t) if t is not None else st.query_params.get("step", "1")
+    want.update(views.intervention_query(request.intervention))
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
-    for key in ("target", "width"):
+    for key in ("target", "width") + views.INTERVENTION_URL_KEYS:
         if key not in want and key in st.query_params:
             del st.query_params[key]
     _set("synced", want)
@@ -406,7 +426,9 @@ def _intervention() -> Intervention:
 
 
 def _decode(bundle) -> tuple[views.Request, Trace | None, Trace | None]:
-    """The trace of what the controls ask for; on bad input a message and the last good view."""
+    """The trace of what the controls ask for; on bad input a message and the last good view. A what-if
+    that does not fit a new input (a link's masked position past its end, say) is cleared."""
+    request = None
     try:
         request = views.Request(model=_state("model"), text=_state("input") or "", mode=_state("mode"),
                                 target=_state("target") or "", beam_width=int(_state("beam_width", 3)),
@@ -419,6 +441,18 @@ def _decode(bundle) -> tuple[views.Request, Trace | None, Trace | None]:
     except Exception as exc:  # every problem is a message in the page, never a traceback
         common.show_problem(exc)
         good = _state("good")
+        fresh = request is not None and (good is None or (good.model, good.text) != (request.model, request.text))
+        if fresh and not request.intervention.is_identity:  # e.g. a link's what-if past the input's end
+            try:
+                tr = _trace(request.original)
+            except Exception:
+                pass
+            else:
+                _clear_interventions()
+                st.caption("The what-if did not fit this input and was cleared; showing the plain decoding.")
+                _set("good", request.original)
+                _sync_url(request.original)
+                return request.original, tr, tr
         if good is None or good.model not in common.model_names():
             st.info("Type an input the model can read (or pick an example) to see its decoding.")
             return None, None, None  # type: ignore[return-value]
