@@ -607,7 +607,7 @@ def table(out: dict) -> str:
         # per CPU-second is what one idle core does; T threads on an idle machine do at most T times that
         threads_used = max(1, res["throughput"]["threads"])
         ref, ref_c = m["reference_b32"], c["reference_b32"]
-        for key in [k for k in m if k.startswith("ours_")]:
+        for key in [k for k in m if k.startswith("ours")]:
             b = key.split("_b")[1]
             sizes = "the tutorial's sizes (GRU 128, embedding 128, additive attention)" \
                 if key.startswith("ours-tutorial-sizes") else "our defaults"

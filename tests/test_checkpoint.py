@@ -281,3 +281,26 @@ def test_an_oversized_file_is_refused_before_it_is_read(make_random_bundle, tmp_
     monkeypatch.setattr(checkpoint, "MAX_CHECKPOINT_BYTES", 100)
     with pytest.raises(ExplorerError, match="checkpoints are at most 100"):
         checkpoint.load(path)
+
+
+def test_loading_a_checkpoint_stays_cheap_on_a_cold_process(make_random_bundle, tmp_path):
+    """The shape check builds a storage-less skeleton; initialising it on the meta device used to import
+    torch._dynamo (1.5 s of every server's cold start). A fresh process that loads one must not."""
+    import subprocess
+    import sys
+    path = checkpoint.save(make_random_bundle(), tmp_path / "cold.safetensors")
+    code = ("import sys; from explorer import checkpoint; b = checkpoint.load(sys.argv[1]); "
+            "assert b.model.embed.weight.abs().sum() > 0; print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_the_skeleton_has_the_models_shapes_without_storage(make_random_bundle):
+    from explorer.model import Seq2Seq
+    bundle = make_random_bundle()
+    with torch.device("meta"):
+        skeleton = Seq2Seq(bundle.model.cfg)
+    real = bundle.model.state_dict()
+    assert {k: v.shape for k, v in skeleton.state_dict().items()} == {k: v.shape for k, v in real.items()}
+    assert all(v.is_meta for v in skeleton.state_dict().values())
