@@ -303,9 +303,9 @@ class Scenario:
 
         async def start():
             await page.get_by_role("button", name="Start training").click()
-        # Done when the Stop button shows. Not "and the script is idle": while training, the page's live
-        # panel reruns every second, and on a loaded machine one rerun starts before the last one ends.
-        await self.timed(s, "start training", start, page, "⏹ Stop", idle=False)
+        # Done when the progress line ("Step k of n") shows. Not "and the script is idle": while training,
+        # the live panel reruns every second, and on a loaded machine one rerun starts before the last ends.
+        await self.timed(s, "start training", start, page, "Step ", idle=False)
         s.training = await page.locator('[data-testid="stProgress"]').first.inner_text()
         await self.timed(s, "open Explore", nav(page, "Explore"), page, "t = ")
 
@@ -360,7 +360,7 @@ async def report_training(url: str, page, s: Session, op_timeout: float) -> None
         await nav(page, "Train")()
         await page.wait_for_function(DONE_JS, arg=["Training ", "", False], timeout=op_timeout * 1000)
         s.training = await page.locator('[data-testid="stProgress"]').first.inner_text()
-        stop = page.get_by_role("button", name="⏹ Stop")
+        stop = page.get_by_role("button", name="Stop", exact=False)
         if await stop.count():
             await stop.first.click()
     except Exception as exc:
