@@ -4,10 +4,11 @@ The curve is `evaluation.accuracy_by_length`, the very function behind
 `python -m explorer eval --min-len L --max-len L --seed SEED+L`, so the page and the CLI agree
 number for number (see `eval_command`).
 
-Computing a curve takes 10–40 s on 2 cores, so the shipped models' curves are also stored in
-`pretrained/curves.json` (written by `scripts/report_pretrained.py --curves`), each under the SHA-256
-of the checkpoint file it was computed from: a record is used only for that exact file and those exact
-lengths, samples and seed, and anything else is computed afresh.
+Computing a curve takes 2–4 s per model on 2 idle cores and tens of seconds on a busy machine, so the
+shipped models' curves are also stored in `pretrained/curves.json` (written by
+`scripts/report_pretrained.py --curves`), each under the SHA-256 of the checkpoint file it was computed
+from: a record is used only for that exact file and those exact lengths, samples and seed, and anything
+else is computed afresh.
 """
 
 from __future__ import annotations

@@ -355,7 +355,7 @@ class Seq2Seq(nn.Module):
         """One output step: the seed's four steps. y_prev (B,) ids, state s_{t-1}, c_prev c_{t-1} (B, D).
 
         Training passes `embedded` (the embedding of y_prev, looked up for all steps at once) and
-        `readout=False` (it applies `readout` to all steps at once): the same numbers, far fewer small
+        `readout=False` (it applies `readout` to all steps at once): the same computation, far fewer small
         operations in the backward pass.
         """
         # Per-step overhead counts here (batch-1 decoding is a few dozen small ops per step), so work

@@ -62,7 +62,7 @@ def _reset_view() -> None:
 def _apply_url(names: list[str]) -> None:
     """Model, input, mode, target, beam width, step and what-if from the query string: on the session's
     first run, and whenever the URL names a view other than the one this page last wrote (a link from
-    another page, or the browser's back button)."""
+    another page)."""
     incoming = {key: st.query_params.get(key) for key in URL_KEYS}
     synced = _state("synced") or {}
     changed = {key: value for key, value in incoming.items() if value is not None and value != synced.get(key)}
