@@ -116,3 +116,23 @@ def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, bea
     report["beam"] = beam
     report["split"] = split
     return report
+
+
+def attention_focus(bundle: ModelBundle, texts: Sequence[str]) -> dict[str, float]:
+    """How readable a model's attention maps are, from greedy traces of these inputs: the share of output
+    steps (before <eos>) whose largest weight is on the input's last token, and the mean largest weight.
+    A model that uses attention as one more read of a sentence summary puts nearly every step on the
+    last token (the shipped translation models: see pretrained/README.md); an aligning one does not."""
+    from .trace import trace
+    on_last, peaks = 0, []
+    for text in texts:
+        tr = trace(bundle, text)
+        if tr.weights.shape[1] == 0 or not len(tr.source_tokens):
+            continue
+        last = len(tr.source_tokens) - 1
+        for row in tr.weights[: max(1, len(tr.output_tokens) - 1)]:
+            on_last += int(row.argmax() == last)
+            peaks.append(float(row.max()))
+    if not peaks:
+        raise ExplorerError(f"{bundle.name} has no attention to measure")
+    return {"steps": len(peaks), "argmax_on_last": on_last / len(peaks), "mean_peak": sum(peaks) / len(peaks)}

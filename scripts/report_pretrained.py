@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from explorer import checkpoint  # noqa: E402
-from explorer.evaluation import accuracy_by_length, evaluate_checkpoint, evaluate_tsv  # noqa: E402
+from explorer.corpus import load_tsv  # noqa: E402
+from explorer.evaluation import (accuracy_by_length, attention_focus, evaluate_checkpoint,  # noqa: E402
+                                 evaluate_tsv, held_out_pairs)
 
 BEAM = 5  # translation BLEU is reported greedy (what the app's traces show) and with this beam width
 TRANSLATION_DATA = {"eng-fra": "eng-fra/pairs.tsv", "eng-cmn": "eng-cmn/pairs.tsv"}
@@ -45,6 +47,7 @@ def main() -> int:
     lo, hi = (int(x) for x in args.lengths.split("-"))
 
     names = checkpoint.pretrained_names()
+    focus: dict[str, dict] = {}
     print("| model | task / languages | trained lengths | exact match | token accuracy | alignment accuracy | BLEU | parameters | file size |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in names:
@@ -63,11 +66,21 @@ def main() -> int:
                       f"| {bundle.parameter_count:,} | {size / 1e6:.1f} MB |")
                 continue
             r = evaluate_tsv(bundle, str(data), split="valid")
+            pairs = load_tsv(str(data)).pairs
+            focus[name] = attention_focus(bundle, [src for src, _ in held_out_pairs(bundle, pairs)[:200]])
             beam = evaluate_tsv(bundle, str(data), split="valid", beam=BEAM)
             print(f"| `{name}` | {'→'.join(bundle.languages)} | held-out {r['n']:,} pairs | {fmt(r['exact_match'])} "
                   f"| {fmt(r['token_accuracy'])} | – | {r['bleu']:.1f} (beam {BEAM}: {beam['bleu']:.1f}) "
                   f"| {bundle.parameter_count:,} | {size / 1e6:.1f} MB |")
         print(f"  ({name}: {time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    if focus:
+        print()
+        print("Attention focus on 200 held-out sentences (greedy traces): share of output steps whose largest "
+              "weight is on the sentence's last token, and the mean largest weight:")
+        print()
+        for name, f in focus.items():
+            print(f"- `{name}`: {f['argmax_on_last']:.0%} of {f['steps']:,} steps on the last token; mean peak "
+                  f"{f['mean_peak']:.2f}")
 
     twins = [n for n in ("reverse", "reverse-none") if n in names]
     if twins:

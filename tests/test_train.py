@@ -259,3 +259,14 @@ def test_train_task_builds_trains_and_reports():
     assert bundle.task == SPEC and bundle.name == "mini" and trainer.bundle is bundle
     assert result.steps == SHORT_RUN.steps and result.reason == "steps"
     assert make_task(SPEC).max_source_len <= bundle.model.cfg.max_src_len
+
+
+def test_attention_focus_of_an_aligning_model_and_of_one_without_attention(trained_copy, make_random_bundle):
+    from explorer.evaluation import attention_focus
+    texts = ["31415", "271828", "1234", "99887", "6053"]
+    focus = attention_focus(trained_copy.bundle, texts)
+    assert focus["steps"] == sum(len(t) for t in texts)  # one per output token before <eos>
+    # copy attends along the diagonal: the last token only at the last step of each input (5 of 24)
+    assert focus["argmax_on_last"] <= 0.3 and focus["mean_peak"] > 0.5
+    with pytest.raises(ExplorerError, match="no attention"):
+        attention_focus(make_random_bundle(attention="none"), texts)
