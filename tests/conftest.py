@@ -118,6 +118,23 @@ TRAINED_COPY_TRAINING = TrainConfig(steps=400, batch_size=64, lr=1e-2, eval_ever
                                     seed=0, target_accuracy=0.98, max_seconds=30)
 
 
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory):
+    """The app's pages on the small untrained checkpoints of tests/explore_models.py: written to a temporary
+    folder that becomes the shipped-checkpoint folder (EXPLORER_PRETRAINED is read at import, so the module
+    attribute is patched, and the caches that hold models are cleared on the way in and out)."""
+    import streamlit as st
+
+    from explore_models import write_models
+    folder = write_models(tmp_path_factory.mktemp("explore-models"))
+    saved = checkpoint.PRETRAINED_DIR
+    checkpoint.PRETRAINED_DIR = folder
+    st.cache_resource.clear()
+    yield folder
+    checkpoint.PRETRAINED_DIR = saved
+    st.cache_resource.clear()
+
+
 @pytest.fixture(scope="session")
 def trained_copy() -> TrainedCopy:
     """A GRU with dot attention that learned `copy` on lengths 1–6 in a few seconds (read-only)."""

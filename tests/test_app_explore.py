@@ -18,21 +18,9 @@ import explorer.trace
 from explorer import checkpoint
 from explorer.registry import SessionModels
 
-from explore_models import build_models, write_models
+from explore_models import build_models
 
 TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def models_dir(tmp_path_factory):
-    """Point the app at the test checkpoints (EXPLORER_PRETRAINED is read at import, so patch the module)."""
-    folder = write_models(tmp_path_factory.mktemp("explore-models"))
-    saved = checkpoint.PRETRAINED_DIR
-    checkpoint.PRETRAINED_DIR = folder
-    st.cache_resource.clear()
-    yield folder
-    checkpoint.PRETRAINED_DIR = saved
-    st.cache_resource.clear()
 
 
 def open_app(models_dir, **params) -> AppTest:

@@ -20,7 +20,6 @@ import pickle
 from pathlib import Path
 
 import pytest
-import streamlit as st
 import torch
 from safetensors.torch import save as st_save
 from streamlit.testing.v1 import AppTest
@@ -29,23 +28,10 @@ from explorer import checkpoint, jobs
 from explorer.tasks import TaskSpec
 from explorer.train import new_task_bundle
 
-from explore_models import write_models
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TIMEOUT = 120
 GOOD = "2718"  # an input the shipped test model `copy` reads: its truth is itself
-
-
-@pytest.fixture(scope="module")
-def models_dir(tmp_path_factory):
-    """Point the app at the test checkpoints (the module-level folder, and the caches that hold them)."""
-    folder = write_models(tmp_path_factory.mktemp("reliability-models"))
-    saved = checkpoint.PRETRAINED_DIR
-    checkpoint.PRETRAINED_DIR = folder
-    st.cache_resource.clear()
-    yield folder
-    checkpoint.PRETRAINED_DIR = saved
-    st.cache_resource.clear()
 
 
 @pytest.fixture(scope="module", autouse=True)
