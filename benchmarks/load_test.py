@@ -42,26 +42,22 @@ import json
 import os
 import random
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+from browser_support import CHROMIUM, CHROMIUM_ARGS, free_port, streamlit_command  # noqa: E402
+from browser_support import _healthy as healthy  # noqa: E402
+
 MAX_SESSIONS = 50
 
 # The page is done when the script is idle and the expected text is on it (the previous run's page
@@ -192,20 +188,6 @@ def require_loopback(url: str) -> str:
     return url.rstrip("/")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def stand_in_models(folder: Path) -> Path:
     """Untrained models of the shipped sizes (used when pretrained/ ships none)."""
     from explorer import checkpoint
@@ -222,9 +204,7 @@ def stand_in_models(folder: Path) -> Path:
 def start_server(pretrained: Path, log: Path) -> tuple[str, subprocess.Popen]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-               "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none"]
+    command = streamlit_command(port)
     env = {**os.environ, "EXPLORER_PRETRAINED": str(pretrained), "PYTHONUNBUFFERED": "1"}
     with open(log, "wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
