@@ -33,6 +33,7 @@ used (said so in the output): they decode to the length cap, so trace and app ti
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -44,7 +45,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = Path(__file__).resolve().parent
@@ -397,22 +398,24 @@ st.navigation([st.Page(first, title="First"), st.Page(second, title="Second")]).
 """
 
 
-def _first_render(page, rendered: str, env: dict, script: str, cwd: Path) -> float:
-    """Seconds from `streamlit run SCRIPT` starting to its first full render in the browser."""
+@contextlib.contextmanager
+def _serving(script: str, cwd: Path, env: dict, log: Path) -> Iterator[tuple[str, subprocess.Popen, float, float]]:
+    """`streamlit run SCRIPT` on a free loopback port until the block ends: (url, process, start time,
+    seconds until its health check answered)."""
     from browser_support import streamlit_command, free_port, _healthy
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(streamlit_command(port, script), cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
+    with open(log, "wb") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(streamlit_command(port, script), cwd=cwd, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
     try:
         while not _healthy(url):
             if proc.poll() is not None or time.perf_counter() - t0 > 120:
-                raise RuntimeError(f"streamlit run {script} did not start")
+                raise RuntimeError(f"streamlit run {script} did not start:\n"
+                                   + log.read_text(errors="replace")[-2000:])
             time.sleep(0.05)
-        page.goto(url + "/")
-        page.wait_for_function(rendered, polling=50, timeout=300_000)
-        return time.perf_counter() - t0
+        yield url, proc, t0, time.perf_counter() - t0
     finally:
         proc.terminate()
         try:
@@ -422,7 +425,7 @@ def _first_render(page, rendered: str, env: dict, script: str, cwd: Path) -> flo
 
 
 def worker_coldstart(p: dict) -> dict:
-    from browser_support import CHROMIUM, CHROMIUM_ARGS, IDLE, streamlit_command, free_port, _healthy
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, IDLE
     from playwright.sync_api import sync_playwright
 
     folder = Path(p["models"])
@@ -442,19 +445,11 @@ def worker_coldstart(p: dict) -> dict:
             # Streamlit's own floor, in the same browser: a bare two-page app drawing one Plotly chart.
             bare_dir = Path(tempfile.mkdtemp(prefix="bench-bare-"))
             (bare_dir / "bare.py").write_text(BARE_APP)
-            bare = _first_render(page, rendered, env, "bare.py", bare_dir)
-            port = free_port()
-            url = f"http://127.0.0.1:{port}"
-            with open(log, "wb") as out:
-                t0 = time.perf_counter()
-                proc = subprocess.Popen(streamlit_command(port), cwd=ROOT, env=env, stdout=out,
-                                        stderr=subprocess.STDOUT)
-            try:
-                while not _healthy(url):
-                    if proc.poll() is not None or time.perf_counter() - t0 > 120:
-                        raise RuntimeError("streamlit did not start:\n" + log.read_text(errors="replace")[-2000:])
-                    time.sleep(0.05)
-                healthy = time.perf_counter() - t0
+            with _serving("bare.py", bare_dir, env, bare_dir / "server.log") as (url, _, t0, _):
+                page.goto(url + "/")
+                page.wait_for_function(rendered, polling=50, timeout=300_000)
+                bare = time.perf_counter() - t0
+            with _serving("app.py", ROOT, env, log) as (url, proc, t0, healthy):
                 page.goto(url + "/")
                 page.wait_for_function(rendered, polling=50, timeout=300_000)
                 first_render = time.perf_counter() - t0
@@ -469,12 +464,6 @@ def worker_coldstart(p: dict) -> dict:
                     per_model[name] = round(time.perf_counter() - t1, 3)
                 rss, hwm = _tree_memory(proc.pid)
                 errors = page.locator('[data-testid="stException"]').count()
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
         finally:
             browser.close()
     return {"healthy_s": healthy, "first_render_s": first_render, "bare_first_render_s": bare,
@@ -562,32 +551,23 @@ def run_all(args: argparse.Namespace) -> dict:
     def log(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.1f}] {msg}", file=sys.stderr, flush=True)
 
+    def race(key: str, lo: int, hi: int, ref_target: float) -> None:
+        """Ours to 99% against the reference to `ref_target` on lengths lo–hi, seed by seed, one at a time."""
+        ours, ref = [], []
+        for s in seeds:
+            p = {**base, "min_len": lo, "max_len": hi, "seed": s}
+            for side, runs, target, budget in (("ours", ours, 0.99, budgets[f"ours_{key}"]),
+                                               ("reference", ref, ref_target, budgets[f"ref_{key}"])):
+                log(f"train {lo}–{hi} {side} seed {s}")
+                worker = "train_ours" if side == "ours" else "train_ref"
+                runs.append(spawn(worker, {**p, "target": target, "budget": budget}, budget * 3 + 120))
+                log(f"  -> {runs[-1]}")
+        res[f"train_{key}"] = {"ours": ours, "reference": ref}
+
     if "train" in sections:
-        ours, ref = [], []
-        for s in seeds:
-            p = {**base, "min_len": 5, "max_len": 15, "seed": s}
-            log(f"train 5–15 ours seed {s}")
-            ours.append(spawn("train_ours", {**p, "target": 0.99, "budget": budgets["ours_short"]},
-                              budgets["ours_short"] * 3 + 120))
-            log(f"  -> {ours[-1]}")
-            log(f"train 5–15 reference seed {s}")
-            ref.append(spawn("train_ref", {**p, "target": 0.99, "budget": budgets["ref_short"]},
-                             budgets["ref_short"] * 3 + 120))
-            log(f"  -> {ref[-1]}")
-        res["train_short"] = {"ours": ours, "reference": ref}
+        race("short", 5, 15, 0.99)
     if "long" in sections:
-        ours, ref = [], []
-        for s in seeds:
-            p = {**base, "min_len": 20, "max_len": 30, "seed": s}
-            log(f"train 20–30 ours seed {s}")
-            ours.append(spawn("train_ours", {**p, "target": 0.99, "budget": budgets["ours_long"]},
-                              budgets["ours_long"] * 3 + 120))
-            log(f"  -> {ours[-1]}")
-            log(f"train 20–30 reference seed {s}")
-            ref.append(spawn("train_ref", {**p, "target": 0.95, "budget": budgets["ref_long"]},
-                             budgets["ref_long"] * 3 + 120))
-            log(f"  -> {ref[-1]}")
-        res["train_long"] = {"ours": ours, "reference": ref}
+        race("long", 20, 30, 0.95)
     if "throughput" in sections:
         log("throughput")
         res["throughput"] = spawn("throughput", {**base, "batches": 10 if quick else 20, "rounds": 2 if quick else 5},
