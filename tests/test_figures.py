@@ -19,7 +19,7 @@ from explorer.errors import ExplorerError
 from explorer.figures import attention as fa
 from explorer.figures import steps as fs
 from explorer.figures import vectors as fv
-from explorer.figures.style import figure_html, plotly_config, symmetric_range, token_labels
+from explorer.figures.style import FONT_SIZE, figure_html, plotly_config, styled, symmetric_range, token_labels
 from explorer.projection import fit_pca, project_queries_keys
 from explorer.trace import Intervention, trace
 
@@ -349,3 +349,18 @@ def test_truth_text(make_random_bundle, fra):
     tr = trace(bundle, "1234")
     assert views.truth_text(bundle, tr) == "1234"
     assert views.truth_text(fra, trace(fra, "I am cold.")) is None
+
+
+def test_the_house_style_merges_into_what_a_figure_already_set():
+    """styled() assigns each layout property once instead of update_layout (faster); it must still merge:
+    a figure's own legend title, margin side and font colour stay, the house values win where both set."""
+    fig = go.Figure(layout={"legend": {"title": {"text": "kind"}}, "margin": {"pad": 4, "t": 5},
+                            "font": {"color": "red"}, "title": {"text": "old", "font": {"size": 9}}})
+    styled(fig, "new", height=300)
+    layout = fig.layout
+    assert layout.legend.title.text == "kind" and layout.legend.orientation == "h"
+    assert layout.margin.pad == 4 and layout.margin.t == 50 and layout.margin.l == 60
+    assert layout.font.color == "red" and layout.font.size == FONT_SIZE
+    assert layout.title.text == "new" and layout.title.font.size == 9 and layout.title.x == 0.0
+    assert layout.height == 300 and layout.hoverlabel.font.size == FONT_SIZE
+    assert styled(go.Figure(layout={"title": {"text": "old"}})).layout.title.text is None  # no title: cleared
