@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..trace import Trace
-from .style import (ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, TRUTH, empty_figure, styled,
+from .style import (ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, TRUTH, empty_figure, set_layout, styled,
                     symmetric_range, token_labels)
 
 NO_ATTENTION = "This model has no attention: the decoder sees the input only through s₀."
@@ -65,19 +65,18 @@ def attention_heatmap(trace: Trace, step: int | None = None, title: str | None =
     if step is not None and 0 <= step < T:
         fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=S - 0.5, y0=step - 0.5, y1=step + 0.5,
                       line={"color": ACCENT, "width": 4})
-    fig.update_yaxes(autorange="reversed", type="category", showgrid=False, automargin=True, dtick=1)
     crowded = S > 16 or sum(len(label) for label in x) > 56
     longest = max(len(label) for label in x)
     # Every label (dtick=1); no axis title: the modebar sits above the top axis.
-    fig.update_xaxes(type="category", side="top", showgrid=False, automargin=True, dtick=1,
-                     tickangle=-60 if crowded else 0)
     top = 50 + (40 if title else 0) + (min(9 * longest, 160) if crowded else 0)
     styled(fig, title, height=height or max(320, top + 70 + row_px * T))
-    fig.update_layout(hovermode="closest", margin={"t": top, "b": 60, "l": 10, "r": 10},
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.02, "xanchor": "left", "x": 0.0})
-    if title:
-        fig.update_layout(title={"y": 0.99, "yanchor": "top"})
-    return fig
+    return set_layout(
+        fig, yaxis={"autorange": "reversed", "type": "category", "showgrid": False, "automargin": True, "dtick": 1},
+        xaxis={"type": "category", "side": "top", "showgrid": False, "automargin": True, "dtick": 1,
+               "tickangle": -60 if crowded else 0},
+        hovermode="closest", margin={"t": top, "b": 60, "l": 10, "r": 10},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.02, "xanchor": "left", "x": 0.0},
+        **({"title": {"y": 0.99, "yanchor": "top"}} if title else {}))
 
 
 def weights_bar(trace: Trace, step: int, title: str | None = None) -> go.Figure:
@@ -97,9 +96,9 @@ def weights_bar(trace: Trace, step: int, title: str | None = None) -> go.Figure:
                       "<extra></extra>", name="α", text=[f"{v:.2f}" if v >= 0.05 else "" for v in w],
         textposition="outside",
         cliponaxis=False))
-    fig.update_yaxes(title=f"α<sub>{step + 1},i</sub>", range=[0, 1.12])
-    fig.update_xaxes(type="category", tickangle=-60 if len(x) > 12 or sum(map(len, x)) > 60 else 0)
-    fig.update_layout(showlegend=False)
+    set_layout(fig, yaxis={"title": {"text": f"α<sub>{step + 1},i</sub>"}, "range": [0, 1.12]},
+               xaxis={"type": "category", "tickangle": -60 if len(x) > 12 or sum(map(len, x)) > 60 else 0},
+               showlegend=False)
     return styled(fig, title, height=300)
 
 
@@ -126,8 +125,8 @@ def context_sum(trace: Trace, step: int, title: str | None = None) -> go.Figure:
         hovertemplate="%{y}, dim %{x}<br>α = %{customdata[0]:.6f}<br>v = %{customdata[1]:.6g}"
                       "<br>value = %{z:.6g}<extra></extra>", xgap=1, ygap=1))
     fig.add_hline(y=S + 0.5, line={"color": "#333333", "width": 2})
-    fig.update_yaxes(autorange="reversed", type="category", tickfont={"size": FONT_SIZE})
-    fig.update_xaxes(title="dimension d of vᵢ and cₜ", showgrid=False)
+    set_layout(fig, yaxis={"autorange": "reversed", "type": "category", "tickfont": {"size": FONT_SIZE}},
+               xaxis={"title": {"text": "dimension d of vᵢ and cₜ"}, "showgrid": False})
     return styled(fig, title, height=max(260, 110 + 26 * (S + 2)))
 
 

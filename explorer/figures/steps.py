@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..trace import Trace
-from .style import ACCENT, styled
+from .style import ACCENT, set_layout, styled
 
 OTHER_COLOUR = "#8aa9c9"
 
@@ -25,7 +25,6 @@ def output_distribution(trace: Trace, step: int, k: int = 10, title: str | None 
         x=probs, y=labels, orientation="h", marker={"color": [ACCENT if t == chosen else OTHER_COLOUR for t in tokens]},
         text=[f"{p:.3f}" for p in probs], textposition="outside", cliponaxis=False,
         hovertemplate="%{y}<br>p = %{x:.6f}<extra></extra>", name="ŷ"))
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(title=f"probability ŷ<sub>{step + 1}</sub>", range=[0, 1.15])
-    fig.update_layout(showlegend=False)
+    set_layout(fig, yaxis={"autorange": "reversed", "type": "category"},
+               xaxis={"title": {"text": f"probability ŷ<sub>{step + 1}</sub>"}, "range": [0, 1.15]}, showlegend=False)
     return styled(fig, title, height=max(240, 70 + 30 * len(tokens)))

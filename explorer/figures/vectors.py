@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from ..projection import project_queries_keys
 from ..trace import Trace
 from .attention import NO_ATTENTION, output_labels, source_labels
-from .style import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, empty_figure, styled, symmetric_range
+from .style import (ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, empty_figure, set_layout, styled,
+                    symmetric_range)
 
 ROW_PX = 26
 
@@ -36,8 +37,8 @@ def matrix_heatmap(matrix: np.ndarray, row_labels: Sequence[str], symbol: str, t
     if mark_row is not None and 0 <= mark_row < N:
         fig.add_shape(type="rect", xref="x", yref="y", x0=0.5, x1=D + 0.5, y0=mark_row - 0.5, y1=mark_row + 0.5,
                       line={"color": ACCENT, "width": 4})
-    fig.update_yaxes(autorange="reversed", type="category", title=row_title)
-    fig.update_xaxes(title="dimension", showgrid=False)
+    set_layout(fig, yaxis={"autorange": "reversed", "type": "category", "title": {"text": row_title}},
+               xaxis={"title": {"text": "dimension"}, "showgrid": False})
     return styled(fig, title, height=max(220, 110 + ROW_PX * N))
 
 
@@ -89,8 +90,8 @@ def vector_rows(rows: Sequence[tuple[str, np.ndarray]], title: str | None = None
         colorbar={"thickness": 14, "tickvals": [-peak, 0, peak], "ticktext": [f"{-peak:.2g}", "0", f"{peak:.2g}"]},
         xgap=1, ygap=6, hoverongaps=False,
         hovertemplate="%{y}[%{x}] = %{z:.6g}<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", type="category", tickfont={"size": FONT_SIZE + 2})
-    fig.update_xaxes(title="dimension", showgrid=False)
+    set_layout(fig, yaxis={"autorange": "reversed", "type": "category", "tickfont": {"size": FONT_SIZE + 2}},
+               xaxis={"title": {"text": "dimension"}, "showgrid": False})
     return styled(fig, title, height=130 + 52 * len(rows))
 
 
