@@ -12,11 +12,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import ACCENT, TRUTH, styled
+from .style import ACCENT, TRUTH, set_layout, styled
 
 TRAIN_COLOUR = "#1f77b4"
 VALID_COLOUR = "#ff7f0e"
 MAX_POINTS = 400  # a curve never carries more points than this (buckets of steps are averaged)
+STEP_AXIS = {"title": {"text": "step"}, "rangemode": "tozero"}
+PERCENT_AXIS = {"title": {"text": "%"}, "range": [0, 101]}
 LOG_TICKS = [m * 10.0 ** e for e in range(-5, 3) for m in (1, 2, 5)]  # 1-2-5 ticks on the log loss axis
 
 
@@ -56,8 +58,8 @@ def loss_figure(steps: Sequence[Any], evals: Sequence[Any], title: str | None = 
         fig.add_trace(go.Scatter(x=table["step"], y=table["valid_loss"], mode="lines+markers", name="validation",
                                  line={"color": VALID_COLOUR, "width": 2}, marker={"size": 7},
                                  hovertemplate="step %{x}<br>validation loss %{y:.4f}<extra></extra>"))
-    fig.update_xaxes(title="step", rangemode="tozero")
-    fig.update_yaxes(title="cross-entropy", type="log", tickvals=LOG_TICKS, ticktext=[f"{v:g}" for v in LOG_TICKS])
+    set_layout(fig, xaxis=STEP_AXIS, yaxis={"title": {"text": "cross-entropy"}, "type": "log", "tickvals": LOG_TICKS,
+                                            "ticktext": [f"{v:g}" for v in LOG_TICKS]})
     if not len(train):
         _empty(fig, "waiting for the first step…")
     return styled(fig, title, height=height)
@@ -78,8 +80,7 @@ def accuracy_figure(evals: Sequence[Any], target: float | None = None, title: st
     if target is not None:
         fig.add_hline(y=100 * target, line={"color": ACCENT, "dash": "dash", "width": 1},
                       annotation_text=f"target {100 * target:g}%", annotation_position="top left")
-    fig.update_xaxes(title="step", rangemode="tozero")
-    fig.update_yaxes(title="%", range=[0, 101])
+    set_layout(fig, xaxis=STEP_AXIS, yaxis=PERCENT_AXIS)
     if not len(table):
         _empty(fig, "waiting for the first evaluation…")
     return styled(fig, title, height=height)
@@ -94,8 +95,7 @@ def alignment_figure(evals: Sequence[Any], title: str | None = "Alignment accura
                                mode="lines+markers", name="alignment", line={"color": TRUTH, "width": 2},
                                marker={"size": 6},
                                hovertemplate="step %{x}<br>alignment %{y:.1f}%<extra></extra>"))
-    fig.update_xaxes(title="step", rangemode="tozero")
-    fig.update_yaxes(title="%", range=[0, 101])
+    set_layout(fig, xaxis=STEP_AXIS, yaxis=PERCENT_AXIS)
     if not len(table):
         _empty(fig, "waiting for the first evaluation…")
     return styled(fig, title, height=height)
