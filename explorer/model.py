@@ -414,20 +414,9 @@ class Seq2Seq(nn.Module):
         """
         memory = self.encode(src, lengths)
         B, T = tgt_in.shape
-        state, c = memory.s0, self.initial_context(B, src.device)
         if teacher_forcing >= 1.0:
-            # Every y_{t-1} is known: embed them all at once and read out all steps at once.
-            embedded = self.embed(tgt_in)  # (B, T, E)
-            tops, contexts, weights = [], [], []
-            for t in range(T):
-                step = self.decode_step(tgt_in[:, t], state, c, memory, embedded=embedded[:, t], readout=False)
-                tops.append(step.s)
-                if step.weights is not None:
-                    weights.append(step.weights)
-                    contexts.append(step.context)
-                state, c = step.state, step.context
-            logits = self.readout(torch.stack(tops, 1), torch.stack(contexts, 1) if contexts else None)
-            return logits, (torch.stack(weights, 1) if weights else None)
+            return self._teacher_forced(memory, tgt_in)
+        state, c = memory.s0, self.initial_context(B, src.device)
         y = tgt_in[:, 0]
         outputs, weights = [], []
         for t in range(T):
@@ -440,6 +429,53 @@ class Seq2Seq(nn.Module):
                 use_truth = torch.rand((), generator=generator).item() < teacher_forcing
                 y = tgt_in[:, t + 1] if use_truth else step.logits.argmax(-1)
         return torch.stack(outputs, 1), (torch.stack(weights, 1) if weights else None)
+
+
+    def _teacher_forced(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
+        """forward() with every y_{t-1} known: each step runs only the rows whose target is not over yet.
+
+        Rows are taken longest target first, so the rows still running at step t are a prefix of the
+        batch and every step works on views; finished rows' outputs stay zero (the loss ignores padding).
+        The embeddings and the readout run once for all steps.
+        """
+        B, T = tgt_in.shape
+        steps = (tgt_in != PAD_ID).sum(1)  # (B,) decoder steps per row: <sos> and the target
+        order = torch.argsort(steps, descending=True, stable=True)
+        in_order = bool((order == torch.arange(B, device=order.device)).all())
+        if not in_order:
+            memory, tgt_in, steps = memory.select(order), tgt_in.index_select(0, order), steps.index_select(0, order)
+        running = (steps.unsqueeze(0) > torch.arange(T, device=steps.device).unsqueeze(1)).sum(1).tolist()
+        embedded = self.embed(tgt_in)  # (B, T, E)
+        state, c = memory.s0, self.initial_context(B, tgt_in.device)
+        views: dict[int, Memory] = {B: memory}  # the memory of the first n rows
+        tops, contexts, weights, places = [], [], [], []
+        for t, n in enumerate(running):
+            if n == 0:
+                break
+            if n not in views:
+                cut = lambda x: None if x is None else x[:n]  # noqa: E731
+                views[n] = Memory(memory.h[:n], cut(memory.keys), cut(memory.values), memory.mask[:n], None)
+            c = c[:n] if c is not None else None
+            state = (state[0][:, :n], state[1][:, :n]) if self.is_lstm else state[:, :n]
+            step = self.decode_step(tgt_in[:n, t], state, c, views[n], embedded=embedded[:n, t], readout=False)
+            tops.append(step.s)
+            places.append(torch.arange(n, device=tgt_in.device) * T + t)  # row b at step t is b * T + t
+            if step.weights is not None:
+                weights.append(step.weights)
+                contexts.append(step.context)
+            state, c = step.state, step.context
+        place = torch.cat(places)
+        packed = self.readout(torch.cat(tops), torch.cat(contexts) if contexts else None)  # (N, V)
+        logits = packed.new_zeros(B * T, packed.shape[-1]).index_copy(0, place, packed).view(B, T, -1)
+        alphas = None
+        if weights:
+            flat = torch.cat(weights)
+            alphas = flat.new_zeros(B * T, flat.shape[-1]).index_copy(0, place, flat).view(B, T, -1)
+        if not in_order:
+            back = torch.argsort(order)
+            logits = logits.index_select(0, back)
+            alphas = alphas.index_select(0, back) if alphas is not None else None
+        return logits, alphas
 
 
 # torch's default generator is one per process, shared by every thread: each session's script and

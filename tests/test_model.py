@@ -239,6 +239,33 @@ def test_forward_with_teacher_forcing_zero_feeds_the_models_own_guesses(make_ran
         torch.testing.assert_close(logits[0, t], greedy.steps[t].logits[0])
 
 
+def test_teacher_forced_forward_gives_each_row_what_its_own_steps_give(random_bundle):
+    """The training pass skips rows whose target is over and sorts rows by target length internally:
+    at every real position it must equal decode_step run on that row alone, in the caller's row order."""
+    model = random_bundle.model
+    targets = [[4, 5], [6, 7, 8, 9, 10], [11, 12, 13]]  # not sorted by length: forward must put rows back
+    src, lengths = batch_sources(SOURCES)
+    T = max(map(len, targets)) + 1
+    tgt_in = torch.full((len(targets), T), PAD_ID)
+    for b, y in enumerate(targets):
+        tgt_in[b, : len(y) + 1] = torch.tensor([SOS_ID, *y])
+    with torch.no_grad():
+        logits, weights = model(src, lengths, tgt_in)
+        for b, y in enumerate(targets):
+            alone_src, alone_len = batch_sources([SOURCES[b]])
+            memory = model.encode(alone_src, alone_len)
+            state, c = memory.s0, model.initial_context(1)
+            for t, prev in enumerate([SOS_ID, *y]):
+                step = model.decode_step(torch.tensor([prev]), state, c, memory)
+                torch.testing.assert_close(logits[b, t], step.logits[0])
+                if weights is not None:
+                    S = len(SOURCES[b])
+                    torch.testing.assert_close(weights[b, t, :S], step.weights[0])
+                    assert weights[b, t, S:].abs().sum() == 0
+                state, c = step.state, step.context
+            assert logits[b, len(y) + 1:].abs().sum() == 0  # padding: nothing computed, the loss ignores it
+
+
 # --- configuration --------------------------------------------------------------------------------
 
 
