@@ -103,6 +103,23 @@ class ModelConfig:
         return cls(**known)
 
 
+class Dropout(nn.Dropout):
+    """nn.Dropout that draws its masks from `generator` while one is set (a Trainer sets its own).
+
+    torch's default generator is one per process, shared by every thread: two sessions training at
+    once would take each other's draws, and one seed would no longer give one set of weights.
+    Without a generator it is nn.Dropout itself.
+    """
+
+    generator: torch.Generator | None = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0 or self.generator is None:
+            return super().forward(x)
+        keep = torch.empty_like(x).bernoulli_(1.0 - self.p, generator=self.generator)
+        return x * keep / (1.0 - self.p)
+
+
 class UnsharedRNN(nn.Module):
     """h_t = tanh(W_t [h_{t-1}; x_t] + b_t) with a separate W_t per position: the seed's "mistake".
 
@@ -172,7 +189,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed = _embedding(cfg.src_vocab, cfg.embed)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         dirs = 2 if cfg.bidirectional else 1
         if cfg.cell == "unshared":
             self.rnn: nn.Module = UnsharedRNN(cfg.embed, cfg.hidden, cfg.max_src_len)
@@ -308,8 +325,15 @@ class Seq2Seq(nn.Module):
         first_in = cfg.embed + (D if attends else 0)  # [y_{t-1}; c_{t-1}]
         self.cells = nn.ModuleList(cell_class(first_in if i == 0 else H, H) for i in range(cfg.layers))
         self.attention = Attention(cfg.attention, H, cfg.memory_size, D) if attends else None
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.out = nn.Linear(H + (D if attends else 0), cfg.tgt_vocab)  # U, b_U
+
+    def draw_dropout_from(self, generator: torch.Generator | None) -> None:
+        """Dropout masks from `generator` (None: torch's default). A multi-layer LSTM encoder's dropout
+        between its layers stays with the default generator: nn.LSTM takes none."""
+        for module in self.modules():
+            if isinstance(module, Dropout):
+                module.generator = generator
 
     @property
     def is_lstm(self) -> bool:

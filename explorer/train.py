@@ -319,7 +319,8 @@ class Trainer:
         steps = self.cfg.steps if steps is None else steps
         self._total = self.step + steps
         with SEED_LOCK:  # not while another thread is initialising a model from its seed
-            torch.manual_seed(self.cfg.seed + self.step)
+            torch.manual_seed(self.cfg.seed + self.step)  # for what cannot take a generator (LSTM layers)
+        self.model.draw_dropout_from(self.generator)  # this job's own draws, whatever runs beside it
         self.model.train()
         try:
             reason, loss = "steps", float("nan")
@@ -352,6 +353,7 @@ class Trainer:
                 self.evaluate_now(loss)
         finally:  # a failed step or callback must not leave a shared model in training mode (dropout on)
             self.model.eval()
+            self.model.draw_dropout_from(None)
         self.bundle.training = {**asdict(self.cfg), "steps_done": self.step, "examples": self.examples,
                                 "seconds": round(self.seconds, 2), "stopped_because": reason}
         self.bundle.metrics = {"validation": self.last_metrics.to_dict()}

@@ -103,3 +103,22 @@ def test_training_jobs_running_at_once_with_one_seed_end_identical_to_a_lone_run
         weights, metrics = finished(job)
         assert all(torch.equal(weights[k], expected_weights[k]) for k in expected_weights)
         assert metrics == expected_metrics
+
+
+def test_training_jobs_with_dropout_running_at_once_end_identical_to_a_lone_run():
+    """Dropout draws a mask every step: each job draws from its own generator, not torch's shared one
+    (with the shared one, the two jobs below took each other's draws and ended with other weights)."""
+    cfg = TrainConfig(steps=20, batch_size=16, lr=1e-2, eval_every=10, eval_samples=40, seed=5)
+    options = {**MODEL, "dropout": 0.3, "layers": 2}  # dropout between the layers and before the readout
+
+    def run(_=None):
+        job = jobs.task_job(SPEC, "dropout", dict(options), cfg)
+        job.start()
+        assert job.join(120) and job.state == jobs.FINISHED
+        return job.snapshot().model.state_dict()
+
+    expected = run()
+    for _ in range(2):
+        with ThreadPoolExecutor(2) as pool:
+            for weights in pool.map(run, range(2)):
+                assert all(torch.equal(weights[k], expected[k]) for k in expected)
