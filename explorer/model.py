@@ -454,7 +454,6 @@ class Seq2Seq(nn.Module):
                 y = tgt_in[:, t + 1] if use_truth else step.logits.argmax(-1)
         return torch.stack(outputs, 1), (torch.stack(weights, 1) if weights else None)
 
-
     def _teacher_forced(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
         """forward() with every y_{t-1} known: each step runs only the rows whose target is not over yet.
 
