@@ -180,6 +180,19 @@ def evaluate(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Metrics
                    hits / counted if counted else None)
 
 
+def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the real tokens of (B, T, V) logits and (B, T) targets (padding ignored).
+
+    Under 16 classes (the toy tasks' vocabularies), torch's CPU log-softmax takes a scalar path that is
+    8x slower than at 16 (measured: 220 vs 26 µs for 1,024 rows); columns of -inf bring it to 16 and
+    change neither the loss nor the gradient (they get probability 0)."""
+    V = logits.shape[-1]
+    flat = logits.reshape(-1, V)
+    if V < 16:
+        flat = nn.functional.pad(flat, (0, 16 - V), value=float("-inf"))
+    return nn.functional.cross_entropy(flat, targets.reshape(-1), ignore_index=PAD_ID)
+
+
 def collate(pairs: Sequence[Pair]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Pad a batch: src (B, S), lengths (B,), decoder inputs <sos> y (B, T) and targets y <eos> (B, T)."""
     B = len(pairs)
@@ -284,8 +297,7 @@ class Trainer:
         pairs = sorted(pairs, key=lambda p: len(p.tgt), reverse=True)
         src, lengths, tgt_in, tgt_out = collate(pairs)
         logits, _ = self.model(src, lengths, tgt_in, self.cfg.teacher_forcing, self.generator)
-        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
-                                           ignore_index=PAD_ID)
+        loss = token_loss(logits, tgt_out)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.clip:
