@@ -117,3 +117,18 @@ def test_shipped_translation_model_on_its_held_out_split(name: str) -> None:
     report = evaluate_tsv(bundle, str(data), samples=400, split="valid")
     assert report["n"] >= 350
     assert report["bleu"] >= floor - 8  # 400 sentences: a noisy slice of the full split (README has the full figure)
+
+
+@pytest.mark.parametrize("text, pairs", [
+    ("I have a red car.", {"voiture": "car", "rouge": "red"}),  # the adjective follows the noun in French
+    ("He bought a big house.", {"grande": "big", "maison": "house"}),
+])
+def test_the_shipped_french_model_attends_to_the_word_it_translates(text: str, pairs: dict[str, str]) -> None:
+    """Readable maps: each of these output words has its largest weight on its English source word
+    (a model whose attention collapses onto the final "." fails this; the first eng-fra did)."""
+    from explorer.trace import trace
+    tr = trace(checkpoint.load("eng-fra"), text)
+    for word, source in pairs.items():
+        assert word in tr.output_tokens, f"{word!r} not in {tr.output_tokens}"
+        row = tr.weights[tr.output_tokens.index(word)]
+        assert tr.source_tokens[int(row.argmax())] == source
