@@ -59,6 +59,7 @@ from browser_support import CHROMIUM, CHROMIUM_ARGS, free_port, streamlit_comman
 from browser_support import _healthy as healthy  # noqa: E402
 
 MAX_SESSIONS = 50
+CONNECTION_WORDS = re.compile(r"websocket|connection|ping|disconnect", re.IGNORECASE)
 
 # The page is done when the script is idle and the expected text is on it (the previous run's page
 # does not count: Streamlit keeps it on screen while the next run is under way).
@@ -89,6 +90,7 @@ class Session:
     completed: bool = False
     held: bool = False
     training: str = ""
+    console: list[str] = field(default_factory=list)  # the browser's messages about its connection
 
     def record(self, kind: str, seconds: float) -> None:
         self.timings.setdefault(kind, []).append(seconds)
@@ -237,7 +239,8 @@ class Scenario:
         for text in found["errors"]:
             s.errors.append(f"{what}: st.error: {text[:200]}")
         if found["connection"] != "CONNECTED":
-            s.errors.append(f"{what}: connection {found['connection']}")
+            said = " | ".join(s.console[-3:]) or "nothing about it"
+            s.errors.append(f"{what}: connection {found['connection']} (browser console: {said})")
 
     async def timed(self, s: Session, kind: str, action, page, want: str, query: str = "",
                     idle: bool = True) -> None:
@@ -251,6 +254,8 @@ class Scenario:
         await asyncio.sleep(delay)
         page = await context.new_page()
         page.set_default_timeout(self.op_timeout)
+        page.on("console", lambda message: s.console.append(f"{message.type}: {message.text[:300]}")
+                if CONNECTION_WORDS.search(message.text) else None)
         step_text = re.compile(r"t = (\d+) of (\d+)")
         try:
             await self.timed(s, "open Explore", lambda: page.goto(f"{self.url}/?model={quote(self.model)}"), page,
