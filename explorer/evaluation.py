@@ -122,7 +122,7 @@ def attention_focus(bundle: ModelBundle, texts: Sequence[str]) -> dict[str, floa
     """How readable a model's attention maps are, from greedy traces of these inputs: the share of output
     steps (before <eos>) whose largest weight is on the input's last token, and the mean largest weight.
     A model that uses attention as one more read of a sentence summary puts nearly every step on the
-    last token (the shipped translation models: see pretrained/README.md); an aligning one does not."""
+    last token (the first eng-fra, with dot attention: see pretrained/README.md); an aligning one does not."""
     from .trace import trace
     on_last, peaks = 0, []
     for text in texts:

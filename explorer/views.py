@@ -27,9 +27,10 @@ MAX_BEAM_WIDTH = 10
 # Short, common sentences for translation models (kept when the model knows every word). The first
 # is the default input: French puts the adjective after the noun, which the heatmap shows.
 TRANSLATION_EXAMPLES: tuple[str, ...] = (
-    "I have a red car.", "He bought a big house.", "I am cold.", "She is my sister.", "We are friends.", "Where is the station?", "I love you.",
-    "He is reading a book.", "Tom is a teacher.", "It is raining.", "I do not know.", "Come here.",
-    "This is my house.", "They are happy.", "I want to go home.", "The cat is black.",
+    "I have a red car.", "He bought a big house.", "I am cold.", "She is my sister.", "We are friends.",
+    "Where is the station?", "I love you.", "He is reading a book.", "Tom is a teacher.", "It is raining.",
+    "I do not know.", "Come here.", "This is my house.", "They are happy.", "I want to go home.",
+    "The cat is black.",
 )
 
 
