@@ -364,3 +364,12 @@ def test_the_house_style_merges_into_what_a_figure_already_set():
     assert layout.title.text == "new" and layout.title.font.size == 9 and layout.title.x == 0.0
     assert layout.height == 300 and layout.hoverlabel.font.size == FONT_SIZE
     assert styled(go.Figure(layout={"title": {"text": "old"}})).layout.title.text is None  # no title: cleared
+
+
+def test_wide_vector_strips_drop_the_cell_gaps_that_would_hide_them(make_random_bundle):
+    """A 256-dimension state in a half-width column: 1-px gaps between cells left the strip blank."""
+    tr = trace(make_random_bundle(hidden=256), "123")
+    wide = fv.state_update_figure(tr, 1)
+    assert tr.decoder_states.shape[1] > fv.MAX_GAPPED_COLUMNS and wide.data[0].xgap == 0
+    narrow = fv.vector_rows([("a", np.arange(8.0))])
+    assert narrow.data[0].xgap == 1

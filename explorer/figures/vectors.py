@@ -18,6 +18,9 @@ from .style import (ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, empty_f
                     symmetric_range)
 
 ROW_PX = 26
+# A 1-px gap between cells reads well up to this many columns; past it (a translation model's 256
+# dimensions in a half-width column) the gaps cover the cells and the strip looks empty.
+MAX_GAPPED_COLUMNS = 64
 
 
 def matrix_heatmap(matrix: np.ndarray, row_labels: Sequence[str], symbol: str, title: str | None = None,
@@ -88,7 +91,7 @@ def vector_rows(rows: Sequence[tuple[str, np.ndarray]], title: str | None = None
     fig = go.Figure(go.Heatmap(
         z=z, x=np.arange(1, width + 1), y=labels, zmid=0, zmin=-peak, zmax=peak, colorscale=DIVERGING_SCALE,
         colorbar={"thickness": 14, "tickvals": [-peak, 0, peak], "ticktext": [f"{-peak:.2g}", "0", f"{peak:.2g}"]},
-        xgap=1, ygap=6, hoverongaps=False,
+        xgap=1 if width <= MAX_GAPPED_COLUMNS else 0, ygap=6, hoverongaps=False,
         hovertemplate="%{y}[%{x}] = %{z:.6g}<extra></extra>"))
     set_layout(fig, yaxis={"autorange": "reversed", "type": "category", "tickfont": {"size": FONT_SIZE + 2}},
                xaxis={"title": {"text": "dimension"}, "showgrid": False})
