@@ -7,16 +7,33 @@ import os
 # is first imported, which the pages do lazily.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import importlib  # noqa: E402
+from typing import Callable  # noqa: E402
+
 import streamlit as st  # noqa: E402
 
-from explorer.pages import compare, explore, learn, train  # noqa: E402
+from explorer.pages import warmup  # noqa: E402
 
 st.set_page_config(page_title="Attention Explorer", page_icon="🔍", layout="wide")
 
+
+def _lazy(module: str) -> Callable[[], None]:
+    """A page that imports its module when it is shown: the page modules pull in torch and pandas
+    (~2 s on a cold start), and the warm-up elements should reach the browser before that."""
+    def render() -> None:
+        importlib.import_module(f"explorer.pages.{module}").render()
+    render.__name__ = module
+    return render
+
+
 navigation = st.navigation([
-    st.Page(explore.render, title="Explore", icon="🔍", url_path="explore", default=True),
-    st.Page(train.render, title="Train", icon="🏋️", url_path="train"),
-    st.Page(compare.render, title="Compare", icon="⚖️", url_path="compare"),
-    st.Page(learn.render, title="Learn", icon="📖", url_path="learn"),
+    st.Page(_lazy("explore"), title="Explore", icon="🔍", url_path="explore", default=True),
+    st.Page(_lazy("train"), title="Train", icon="🏋️", url_path="train"),
+    st.Page(_lazy("compare"), title="Compare", icon="⚖️", url_path="compare"),
+    st.Page(_lazy("learn"), title="Learn", icon="📖", url_path="learn"),
 ])
-navigation.run()
+holder = warmup.start()
+try:
+    navigation.run()
+finally:
+    warmup.finish(holder)

@@ -430,8 +430,10 @@ def worker_coldstart(p: dict) -> dict:
 
     folder = Path(p["models"])
     names = sorted(x.name[: -len(".safetensors")] for x in folder.glob("*.safetensors"))
-    rendered = ("() => !!document.querySelector('" + IDLE.replace("'", "\\'") + "') && "
-                "Array.from(document.querySelectorAll('.js-plotly-plot')).some(d => d.querySelector('.main-svg'))")
+    # Rendered: the script has finished and every chart on the page has drawn (at least one).
+    rendered = ("() => { const charts = Array.from(document.querySelectorAll('.js-plotly-plot')); "
+                "return !!document.querySelector('" + IDLE.replace("'", "\\'") + "') && charts.length > 0 && "
+                "charts.every(d => d.querySelector('.main-svg')); }")
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "EXPLORER_PRETRAINED": str(folder)}
     env.pop("OMP_NUM_THREADS", None)
     if p.get("server_threads"):  # diagnostics: force the server's OpenMP threads
