@@ -22,7 +22,7 @@ from typing import NamedTuple, Union
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from .errors import ExplorerError
 from .vocab import PAD_ID
@@ -210,7 +210,8 @@ class Encoder(nn.Module):
             return self.rnn(x, lengths)
         if self.cfg.cell == "lstm":
             packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            out, final = self.rnn(packed)
+            own_masks = self.training and self.rnn.dropout > 0 and self.dropout.generator is not None
+            out, final = self._lstm_by_layer(packed) if own_masks else self.rnn(packed)
             h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, S, dirs*H)
             return h, final  # (h, c), each (L*dirs, B, H)
         B, S, _ = x.shape
@@ -231,6 +232,27 @@ class Encoder(nn.Module):
                 x = self.dropout(x)
         mask = (torch.arange(S, device=src.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
         return x * mask, torch.stack(finals)  # (B, S, dirs*H) zero on padding; (L*dirs, B, H)
+
+    def _lstm_by_layer(self, packed: PackedSequence) -> tuple[PackedSequence, State]:
+        """nn.LSTM's own computation (its kernel, its weights), one layer at a time, with this encoder's
+        Dropout between the layers: nn.LSTM draws those masks from torch's shared generator, so two
+        trainings at once took each other's draws. Only while training with a generator set."""
+        rnn = self.rnn
+        dirs = 2 if rnn.bidirectional else 1
+        per_layer = len(rnn._flat_weights) // rnn.num_layers  # W_ih, W_hh, b_ih, b_hh per direction
+        x, sizes = packed.data, packed.batch_sizes
+        zeros = x.new_zeros(dirs, int(sizes[0]), rnn.hidden_size)
+        hs, cs = [], []
+        for layer in range(rnn.num_layers):
+            weights = rnn._flat_weights[layer * per_layer:(layer + 1) * per_layer]
+            x, h, c = torch._VF.lstm(x, sizes, (zeros, zeros), weights, rnn.bias, 1, 0.0, True, rnn.bidirectional)
+            hs.append(h)
+            cs.append(c)
+            if layer + 1 < rnn.num_layers:
+                x = self.dropout(x)
+        order = packed.unsorted_indices  # final states back in the batch's order, as nn.LSTM returns them
+        final = (torch.cat(hs).index_select(1, order), torch.cat(cs).index_select(1, order))
+        return PackedSequence(x, sizes, packed.sorted_indices, order), final
 
     def cell_weights(self, layer: int = 0, direction: int = 0) -> dict[str, Tensor]:
         """The RNN unit's parameters (W_ih, W_hh, b_ih, b_hh) for teaching by hand; not for LSTM or unshared."""
@@ -329,8 +351,8 @@ class Seq2Seq(nn.Module):
         self.out = nn.Linear(H + (D if attends else 0), cfg.tgt_vocab)  # U, b_U
 
     def draw_dropout_from(self, generator: torch.Generator | None) -> None:
-        """Dropout masks from `generator` (None: torch's default). A multi-layer LSTM encoder's dropout
-        between its layers stays with the default generator: nn.LSTM takes none."""
+        """Dropout masks from `generator` (None: torch's default), also between a multi-layer LSTM
+        encoder's layers (Encoder._lstm_by_layer)."""
         for module in self.modules():
             if isinstance(module, Dropout):
                 module.generator = generator

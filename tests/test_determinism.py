@@ -15,6 +15,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors import safe_open
 
@@ -105,11 +106,13 @@ def test_training_jobs_running_at_once_with_one_seed_end_identical_to_a_lone_run
         assert metrics == expected_metrics
 
 
-def test_training_jobs_with_dropout_running_at_once_end_identical_to_a_lone_run():
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_training_jobs_with_dropout_running_at_once_end_identical_to_a_lone_run(cell):
     """Dropout draws a mask every step: each job draws from its own generator, not torch's shared one
-    (with the shared one, the two jobs below took each other's draws and ended with other weights)."""
+    (with the shared one, the two jobs below took each other's draws and ended with other weights; an
+    LSTM encoder's between-layer masks came from nn.LSTM, i.e. the shared one, until it ran by layer)."""
     cfg = TrainConfig(steps=20, batch_size=16, lr=1e-2, eval_every=10, eval_samples=40, seed=5)
-    options = {**MODEL, "dropout": 0.3, "layers": 2}  # dropout between the layers and before the readout
+    options = {**MODEL, "dropout": 0.3, "layers": 2, "cell": cell}  # between the layers and before the readout
 
     def run(_=None):
         job = jobs.task_job(SPEC, "dropout", dict(options), cfg)

@@ -308,3 +308,32 @@ def test_model_config_names_every_problem_at_once():
 
 def test_no_attention_without_attention_size_is_fine():
     ModelConfig(src_vocab=14, tgt_vocab=14, attention="none", attn_dim=0)
+
+
+def test_a_multi_layer_lstm_encoder_trained_with_its_own_generator_computes_what_nn_lstm_does():
+    """With a Trainer's generator set, a 2-layer LSTM encoder runs layer by layer (its dropout masks come
+    from that generator, not torch's shared one): with the masks switched off it equals nn.LSTM's own
+    result, values and gradients, on a padded batch in any order."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(src_vocab=9, tgt_vocab=9, embed=6, hidden=10, attn_dim=8, cell="lstm", layers=2,
+                      bidirectional=True, dropout=0.3)
+    encoder = Seq2Seq(cfg).encoder
+    src = torch.tensor([[3, 4, 5, 0, 0], [6, 7, 8, 3, 4], [5, 6, 0, 0, 0]])
+    lengths = torch.tensor([3, 5, 2])
+
+    encoder.eval()  # nn.LSTM's path, no dropout
+    h_ref, (hn_ref, cn_ref) = encoder(src, lengths)
+    ref_grads = torch.autograd.grad(h_ref.sum() + hn_ref.sum() + cn_ref.sum(), list(encoder.rnn.parameters()))
+
+    encoder.train()
+    encoder.dropout.generator = torch.Generator().manual_seed(1)
+    encoder.dropout.p = 0.0  # the layer-by-layer path (nn.LSTM's own dropout is still set), masks off
+    calls = []
+    original = encoder._lstm_by_layer
+    encoder._lstm_by_layer = lambda packed: calls.append(1) or original(packed)
+    h, (hn, cn) = encoder(src, lengths)
+    assert calls, "the layer-by-layer path ran"
+    grads = torch.autograd.grad(h.sum() + hn.sum() + cn.sum(), list(encoder.rnn.parameters()))
+    assert torch.allclose(h, h_ref, atol=1e-6) and torch.allclose(hn, hn_ref, atol=1e-6)
+    assert torch.allclose(cn, cn_ref, atol=1e-6)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(grads, ref_grads))
