@@ -430,10 +430,12 @@ def worker_coldstart(p: dict) -> dict:
 
     folder = Path(p["models"])
     names = sorted(x.name[: -len(".safetensors")] for x in folder.glob("*.safetensors"))
-    # Rendered: the script has finished and every chart on the page has drawn (at least one).
+    # Rendered: the script has finished, every chart on the page has drawn (at least one) and no element
+    # is still a grey placeholder (stSkeleton: its renderer's JavaScript has not loaded yet).
     rendered = ("() => { const charts = Array.from(document.querySelectorAll('.js-plotly-plot')); "
                 "return !!document.querySelector('" + IDLE.replace("'", "\\'") + "') && charts.length > 0 && "
-                "charts.every(d => d.querySelector('.main-svg')); }")
+                "charts.every(d => d.querySelector('.main-svg')) && "
+                "!document.querySelector('[data-testid=stSkeleton]'); }")
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "EXPLORER_PRETRAINED": str(folder)}
     env.pop("OMP_NUM_THREADS", None)
     if p.get("server_threads"):  # diagnostics: force the server's OpenMP threads

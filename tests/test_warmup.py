@@ -1,5 +1,6 @@
-"""The warm-up: a session's first run sends a hidden chart, formula and table before the page's
-heavy imports (so the browser loads their renderers meanwhile) and removes them once the page has drawn."""
+"""The warm-up: a session's first run sends hidden elements of every kind the pages draw before the
+page's heavy imports (so the browser loads their renderers meanwhile) and removes them once the page
+has drawn."""
 
 from __future__ import annotations
 
@@ -18,22 +19,26 @@ warmup.start()
 st.write("page")
 """
 
+KINDS = ("plotly_chart", "latex", "selectbox", "text_input", "number_input", "slider", "multiselect",
+         "button_group", "radio", "checkbox", "button", "download_button", "metric", "dataframe")
 
-def _keys(at: AppTest) -> set[str]:
-    return {el.proto.id for el in at.get("plotly_chart")}
+
+def _warmup_keys(at: AppTest) -> list[str]:
+    return [el.proto.id for el in at.get("plotly_chart") if "warmup" in el.proto.id]
 
 
-def test_first_run_sends_one_hidden_element_of_each_kind_then_nothing():
+def test_first_run_sends_hidden_elements_of_each_kind_then_nothing():
     at = AppTest.from_string(UNFINISHED).run()
     assert not at.exception
-    assert any("warmup_chart" in key for key in _keys(at))
-    assert [el.value for el in at.latex] == ["$$\nx\n$$"]
-    assert len(at.dataframe) == 1
+    missing = [kind for kind in KINDS if len(at.get(kind)) != 1]
+    assert not missing, f"no warm-up element of kind {missing}"
+    assert at.latex[0].value == "$$\nx\n$$"
+    assert all(w.disabled for w in (*at.selectbox, *at.text_input, *at.number_input, *at.slider, *at.button))
     hide = [el for el in at.get("html") if warmup.CONTAINER_KEY in el.proto.body]
     assert hide and "display: none" in hide[0].proto.body
     at.run()  # the session's second run: the browser has the renderers
     assert not at.exception
-    assert not _keys(at) and not at.latex and not at.dataframe
+    assert all(not at.get(kind) for kind in KINDS)
     assert [el.value for el in at.markdown] == ["page"]
 
 
@@ -41,7 +46,7 @@ def test_the_app_removes_the_warm_up_once_the_page_has_drawn():
     at = AppTest.from_file(APP, default_timeout=120).run()
     assert not at.exception
     assert at.session_state[warmup.STATE_KEY]
-    keys = _keys(at)
-    assert keys, "Explore draws its charts"
-    assert not any("warmup" in key for key in keys)
+    assert at.get("plotly_chart"), "Explore draws its charts"
+    assert not _warmup_keys(at)
+    assert not [w for w in (*at.selectbox, *at.text_input, *at.button) if w.key and w.key.startswith(warmup.K)]
     assert "$$\nx\n$$" not in [el.value for el in at.latex]

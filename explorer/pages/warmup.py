@@ -1,10 +1,11 @@
-"""Start the browser loading its chart, formula and table renderers while the server is still busy.
+"""Start the browser loading its element renderers while the server is still busy.
 
-Streamlit's browser code fetches the renderer of a Plotly chart (4.7 MB of JavaScript), of a formula
-and of a table only when the first such element arrives. On a session's first run that was after the
-server had imported torch and traced the default input (~2 s), so the browser sat idle and then
-spent ~2 s more loading them. `start()` sends one hidden element of each kind before any heavy
-import; `finish(holder)` removes them once the page has drawn.
+Streamlit's browser code fetches the renderer of an element kind (a Plotly chart: 4.7 MB of
+JavaScript; a formula, a table, each kind of widget: smaller chunks) only when the first element of
+that kind arrives, and shows a grey placeholder until it has. On a session's first run that was after
+the server had imported torch and traced the default input (~2 s), so the browser sat idle and then
+spent seconds more loading them. `start()` sends one hidden element of every kind the pages use
+before any heavy import; `finish(holder)` removes them once the page has drawn.
 """
 
 from __future__ import annotations
@@ -16,20 +17,35 @@ from streamlit.delta_generator import DeltaGenerator
 STATE_KEY = "warmup_sent"
 CONTAINER_KEY = "explorer-warmup"
 HIDE = f"<style>.st-key-{CONTAINER_KEY} {{display: none}}</style>"
+K = "warmup_"  # widget keys
 
 
 def start() -> DeltaGenerator | None:
-    """On a session's first run, a hidden chart, formula and table; None on later runs (the browser
-    has the renderers)."""
+    """On a session's first run, hidden elements of every kind the pages draw; None on later runs
+    (the browser has the renderers)."""
     if st.session_state.get(STATE_KEY):
         return None
     st.session_state[STATE_KEY] = True
     holder = st.empty()
     with holder.container(key=CONTAINER_KEY):
         st.html(HIDE)
-        st.plotly_chart(go.Figure(), key="warmup_chart")
         st.latex("x")
-        st.dataframe({"x": [0]}, key="warmup_table")
+        hidden = {"disabled": True, "label_visibility": "collapsed"}
+        st.selectbox("warm-up", ["x"], key=K + "selectbox", **hidden)
+        st.text_input("warm-up", key=K + "text", **hidden)
+        st.number_input("warm-up", key=K + "number", **hidden)
+        st.slider("warm-up", 0, 1, key=K + "slider", **hidden)
+        st.multiselect("warm-up", ["x"], key=K + "multiselect", **hidden)
+        st.segmented_control("warm-up", ["x"], key=K + "segmented", **hidden)
+        st.radio("warm-up", ["x"], key=K + "radio", **hidden)
+        st.checkbox("warm-up", key=K + "checkbox", **hidden)
+        st.file_uploader("warm-up", key=K + "upload", **hidden)
+        st.button("warm-up", key=K + "button", disabled=True)
+        st.download_button("warm-up", b"", key=K + "download", disabled=True)
+        st.metric("warm-up", 0, label_visibility="collapsed")
+        st.progress(0)
+        st.plotly_chart(go.Figure(), key=K + "chart")  # the largest renderer (its evaluation blocks the rest)
+        st.dataframe({"x": [0]}, key=K + "table")  # needs pandas: after the others
     return holder
 
 
