@@ -329,7 +329,7 @@ class Trainer:
         steps = self.cfg.steps if steps is None else steps
         self._total = self.step + steps
         with SEED_LOCK:  # not while another thread is initialising a model from its seed
-            torch.manual_seed(self.cfg.seed + self.step)  # for what cannot take a generator (LSTM layers)
+            torch.manual_seed(self.cfg.seed + self.step)  # for anything that still draws from the shared one
         self.model.draw_dropout_from(self.generator)  # this job's own draws, whatever runs beside it
         self.model.train()
         try:
