@@ -22,7 +22,7 @@ def _lazy(module: str) -> Callable[[], None]:
     (~2 s on a cold start), and the warm-up elements should reach the browser before that."""
     def render() -> None:
         importlib.import_module(f"explorer.pages.{module}").render()
-    render.__name__ = module
+    render.__name__ = module  # Streamlit's default name for a callable page; each its own
     return render
 
 
