@@ -32,7 +32,8 @@ from .bundle import ModelBundle
 from .errors import ExplorerError
 from .registry import freeze
 from .tasks import TaskSpec
-from .train import DataSource, Metrics, Pair, Progress, TaskData, Trainer, TrainConfig, collate, evaluate
+from .train import (DataSource, Metrics, Pair, Progress, TaskData, Trainer, TrainConfig, collate, evaluate,
+                    token_loss)
 from .vocab import PAD_ID
 
 log = logging.getLogger(__name__)
@@ -198,9 +199,7 @@ def teacher_forced_loss(model: nn.Module, pairs: Sequence[Pair], chunk: int = 51
             for start in range(0, len(pairs), chunk):
                 src, lengths, tgt_in, tgt_out = collate(pairs[start: start + chunk])
                 logits, _ = model(src, lengths, tgt_in, 1.0, None)
-                loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
-                                                   ignore_index=PAD_ID, reduction="sum")
-                total += loss.item()
+                total += token_loss(logits, tgt_out, reduction="sum").item()
                 count += int((tgt_out != PAD_ID).sum())
     finally:
         model.train(was_training)

@@ -288,3 +288,6 @@ def test_token_loss_is_cross_entropy_over_real_tokens_with_its_gradient(classes)
     torch.testing.assert_close(loss, expected)
     torch.testing.assert_close(grad, grad_expected)
     assert torch.isfinite(grad).all() and grad[0, 2:].abs().sum() == 0
+    total = torch.nn.functional.cross_entropy(logits.reshape(-1, classes), targets.reshape(-1),
+                                              ignore_index=PAD_ID, reduction="sum")
+    torch.testing.assert_close(token_loss(logits, targets, reduction="sum"), total)
