@@ -426,18 +426,16 @@ def _serving(script: str, cwd: Path, env: dict, log: Path) -> Iterator[tuple[str
 
 
 def worker_coldstart(p: dict) -> dict:
-    from browser_support import CHROMIUM, CHROMIUM_ARGS, IDLE
+    from browser_support import CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, IDLE
     from playwright.sync_api import sync_playwright
 
     folder = Path(p["models"])
     repeats = int(p.get("repeats", 3))
     names = sorted(x.name[: -len(".safetensors")] for x in folder.glob("*.safetensors"))
-    # Rendered: the script has finished, every chart on the page has drawn (at least one) and no element
-    # is still a grey placeholder (stSkeleton: its renderer's JavaScript has not loaded yet).
-    rendered = ("() => { const charts = Array.from(document.querySelectorAll('.js-plotly-plot')); "
-                "return !!document.querySelector('" + IDLE.replace("'", "\\'") + "') && charts.length > 0 && "
-                "charts.every(d => d.querySelector('.main-svg')) && "
-                "!document.querySelector('[data-testid=stSkeleton]'); }")
+    # Rendered: the script has finished, there is a chart, every chart has drawn and no element is still
+    # a grey placeholder (its renderer's JavaScript has not loaded yet).
+    rendered = (f"() => !!document.querySelector('{IDLE}') "
+                f"&& !!document.querySelector('[data-testid=\"stPlotlyChart\"]') && {CHARTS_DRAWN}")
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "EXPLORER_PRETRAINED": str(folder)}
     env.pop("OMP_NUM_THREADS", None)
     if p.get("server_threads"):  # diagnostics: force the server's OpenMP threads

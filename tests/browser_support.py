@@ -154,12 +154,16 @@ def wait_idle(page, timeout: float = 180_000, settle: float = 300) -> None:
     page.wait_for_selector(IDLE, timeout=timeout)
 
 
+# A JavaScript expression, true once no element is a grey loading placeholder (its renderer's code has
+# not arrived) and every Plotly chart on the page has drawn.
+CHARTS_DRAWN = """(!document.querySelector('[data-testid="stSkeleton"]')
+                 && Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+                    .every(el => el.querySelector('.main-svg')))"""
+
+
 def wait_charts(page, timeout: float = 60_000) -> None:
     """Wait until every Plotly chart on the page has drawn (they render after the script finishes)."""
-    page.wait_for_function(
-        """() => !document.querySelector('[data-testid="stSkeleton"]')
-                 && Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
-                    .every(el => el.querySelector('.main-svg'))""", timeout=timeout)
+    page.wait_for_function(f"() => {CHARTS_DRAWN}", timeout=timeout)
     page.wait_for_timeout(300)
 
 
