@@ -6,9 +6,12 @@ import argparse
 import json
 import sys
 import time
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from .errors import ExplorerError
+
+if TYPE_CHECKING:  # torch is imported by the commands that need it (startup time)
+    import torch
 
 ATTENTION_CHOICES = ("none", "dot", "scaled_dot", "additive")
 CELL_CHOICES = ("rnn", "gru", "lstm", "unshared")
@@ -65,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--valid-fraction", type=float, default=0.05)
     t.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: the cores other work leaves idle, at least 1)")
+    t.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="where to train (default auto: a CUDA GPU when torch sees one, else the CPU; "
+                        "the EXPLORER_DEVICE environment variable sets what auto picks)")
     t.add_argument("--quiet", action="store_true")
 
     e = sub.add_parser("eval", help="score a checkpoint on fresh task samples or a TSV file")
@@ -122,17 +128,37 @@ def _progress_printer(quiet: bool):
     return on_eval
 
 
+def _device_notice(device: torch.device, quiet: bool) -> Callable[[object], None] | None:
+    """An on_step callback that names the training device once, at the first step: only then are the
+    arguments known to be good (a refused one must stay the only line on stderr)."""
+    if quiet:
+        return None
+    import torch
+    name = f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
+    shown = [False]
+
+    def on_step(p) -> None:
+        if not shown[0]:
+            shown[0] = True
+            print(f"training on {name}", file=sys.stderr, flush=True)
+    return on_step
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
     from . import checkpoint
+    from .devices import pick_device
     from .recipes import auto_threads, train_from_args
+    device = pick_device(args.device)
     torch.set_num_threads(args.threads or auto_threads())
-    bundle, result = train_from_args(args, on_eval=_progress_printer(args.quiet))
+    bundle, result = train_from_args(args, on_eval=_progress_printer(args.quiet),
+                                     on_step=_device_notice(device, args.quiet), device=device)
     path = checkpoint.save(bundle, args.out, half=args.half)
     m = result.metrics
-    print(json.dumps({"checkpoint": str(path), "steps": result.steps, "examples": result.examples,
-                      "seconds": round(result.seconds, 2), "stopped_because": result.reason, **m.to_dict()}))
+    print(json.dumps({"checkpoint": str(path), "device": device.type, "steps": result.steps,
+                      "examples": result.examples, "seconds": round(result.seconds, 2),
+                      "stopped_because": result.reason, **m.to_dict()}))
     return 0
 
 

@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 import torch
 from torch import Tensor
 
+from .devices import model_device
 from .model import Control, Memory, Seq2Seq, Step
 from .vocab import EOS_ID, PAD_ID, SOS_ID
 
@@ -80,8 +81,10 @@ def decode(model: Seq2Seq, memory: Memory, max_len: int, *, target: Tensor | Non
 @torch.inference_mode()
 def greedy_batch(model: Seq2Seq, sources: Sequence[Sequence[int]], max_len: int | None = None,
                  device: torch.device | None = None) -> Decoded:
-    """Greedy outputs for many inputs at once (evaluation); padding is masked, so each equals its lone decode."""
-    src, lengths = batch_sources(sources, device)
+    """Greedy outputs for many inputs at once (evaluation); padding is masked, so each equals its lone decode.
+
+    The inputs go to `device`, by default the model's (evaluation during training on a GPU)."""
+    src, lengths = batch_sources(sources, device if device is not None else model_device(model))
     memory = model.encode(src, lengths)
     return decode(model, memory, max_len or model.cfg.max_tgt_len)
 
@@ -119,19 +122,20 @@ def beam_search(model: Seq2Seq, source: Sequence[int], width: int, max_len: int 
     if width < 1:
         raise ValueError("beam width must be at least 1")
     max_len = max_len or model.cfg.max_tgt_len
-    src, lengths = batch_sources([source])
+    device = model_device(model)
+    src, lengths = batch_sources([source], device)
     memory = model.encode(src, lengths)
     beams: list[tuple[tuple[int, ...], float]] = [((), 0.0)]
-    state, c = memory.s0, model.initial_context(1)
+    state, c = memory.s0, model.initial_context(1, device)
     done: list[Candidate] = []
     for t in range(max_len):
         n = len(beams)
-        rows = torch.zeros(n, dtype=torch.long)
+        rows = torch.zeros(n, dtype=torch.long, device=device)
         mem = memory.select(rows)
-        y = torch.tensor([b[0][-1] if b[0] else SOS_ID for b in beams], dtype=torch.long)
+        y = torch.tensor([b[0][-1] if b[0] else SOS_ID for b in beams], dtype=torch.long, device=device)
         step = model.decode_step(y, state, c, mem)
         log_probs = torch.log_softmax(step.logits, dim=-1)  # (n, V)
-        total = torch.tensor([b[1] for b in beams]).unsqueeze(1) + log_probs  # (n, V)
+        total = torch.tensor([b[1] for b in beams], device=device).unsqueeze(1) + log_probs  # (n, V)
         flat = total.flatten()
         k = min(width, flat.numel())
         top = torch.topk(flat, k)  # ties resolve to the lowest index, like argmax
@@ -147,7 +151,7 @@ def beam_search(model: Seq2Seq, source: Sequence[int], width: int, max_len: int 
                 next_beams.append((ids, score))
         if not next_beams or len(done) >= width:
             break
-        index = torch.tensor(keep_rows, dtype=torch.long)
+        index = torch.tensor(keep_rows, dtype=torch.long, device=device)
         state = tuple(s.index_select(1, index) for s in step.state) if isinstance(step.state, tuple) \
             else step.state.index_select(1, index)
         c = None if step.context is None else step.context.index_select(0, index)

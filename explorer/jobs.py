@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from .bundle import ModelBundle
+from .devices import model_device
 from .errors import ExplorerError
 from .registry import freeze
 from .tasks import TaskSpec
@@ -190,14 +191,15 @@ class _Watched:
 
 
 def teacher_forced_loss(model: nn.Module, pairs: Sequence[Pair], chunk: int = 512) -> float:
-    """Mean token cross-entropy with the true previous tokens fed in (the validation loss)."""
+    """Mean token cross-entropy with the true previous tokens fed in (the validation loss), on the model's device."""
+    device = model_device(model)
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     try:
         with torch.no_grad():
             for start in range(0, len(pairs), chunk):
-                src, lengths, tgt_in, tgt_out = collate(pairs[start: start + chunk])
+                src, lengths, tgt_in, tgt_out = collate(pairs[start: start + chunk], device)
                 logits, _ = model(src, lengths, tgt_in, 1.0, None)
                 total += token_loss(logits, tgt_out, reduction="sum").item()
                 count += int((tgt_out != PAD_ID).sum())
@@ -422,8 +424,13 @@ class TrainingJob:
         self._publish_snapshot(final=False)
 
     def _publish_snapshot(self, final: bool) -> None:
-        """Copy the live bundle (we are on the training thread, so it is not changing) and freeze the copy."""
+        """Copy the live bundle (we are on the training thread, so it is not changing) and freeze the copy.
+
+        The copy is on the CPU, where pages, traces and checkpoint saving expect it, even while the live
+        model trains on a GPU."""
         clone = copy.deepcopy(self._bundle)
+        if model_device(clone.model).type != "cpu":
+            clone.model.to("cpu")
         if not final:
             last = self._evals[-1] if self._evals else None
             clone.training = {**asdict(self._trainer.cfg), "steps_done": self._trainer.step,

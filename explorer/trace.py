@@ -17,6 +17,7 @@ import torch
 
 from .bundle import ModelBundle, Prepared
 from .decoding import decode
+from .devices import model_device
 from .errors import ExplorerError
 from .model import Control
 from .tasks import alignment_hits, alignment_matrix
@@ -136,8 +137,9 @@ def _alignment_sets(matrix: np.ndarray) -> tuple[frozenset[int], ...]:
     return tuple(frozenset(np.flatnonzero(row).tolist()) for row in matrix)
 
 
-def _controls(intervention: Intervention, source_len: int, steps: int) -> tuple[Control | None, dict[int, Control]]:
-    """Translate an intervention into per-step Controls for the step function."""
+def _controls(intervention: Intervention, source_len: int, steps: int,
+              device: torch.device | None = None) -> tuple[Control | None, dict[int, Control]]:
+    """Translate an intervention into per-step Controls for the step function (tensors on `device`)."""
     if not (math.isfinite(intervention.temperature) and intervention.temperature > 0):
         raise ExplorerError(f"temperature must be a positive number, got {intervention.temperature}")
     for pos in intervention.masked:
@@ -147,7 +149,7 @@ def _controls(intervention: Intervention, source_len: int, steps: int) -> tuple[
         raise ExplorerError("at least one input position must stay visible to attention")
     mask = None
     if intervention.masked:
-        mask = torch.zeros(1, source_len, dtype=torch.bool)
+        mask = torch.zeros(1, source_len, dtype=torch.bool, device=device)
         mask[0, list(intervention.masked)] = True
     base = Control(intervention.temperature, mask, None)
     per_step: dict[int, Control] = {}
@@ -156,7 +158,7 @@ def _controls(intervention: Intervention, source_len: int, steps: int) -> tuple[
             raise ExplorerError(f"cannot pin attention to position {pos}: the input has positions 0–{source_len - 1}")
         if not 0 <= t < steps:
             raise ExplorerError(f"cannot pin at step {t}: decoding has steps 0–{steps - 1}")
-        per_step[t] = Control(intervention.temperature, mask, torch.tensor([pos]))
+        per_step[t] = Control(intervention.temperature, mask, torch.tensor([pos], device=device))
     needs_base = bool(intervention.masked) or intervention.temperature != 1.0
     return (base if needs_base else None), per_step
 
@@ -164,16 +166,19 @@ def _controls(intervention: Intervention, source_len: int, steps: int) -> tuple[
 @torch.inference_mode()
 def trace(bundle: ModelBundle, source: str | Prepared, intervention: Intervention | None = None,
           target: str | Prepared | None = None) -> Trace:
-    """Decode one input greedily (or teacher-forced on `target`) and keep every intermediate."""
+    """Decode one input greedily (or teacher-forced on `target`) and keep every intermediate.
+
+    Runs on the model's device (a probe during GPU training); the trace itself is always numpy."""
     model = bundle.model
+    device = model_device(model)
     prepared = bundle.prepare(source) if isinstance(source, str) else source
     intervention = intervention or Intervention()
     tgt = None
     if target is not None:
         tgt_prepared = bundle.prepare_target(target) if isinstance(target, str) else target
-        tgt = torch.tensor([tgt_prepared.ids], dtype=torch.long)
+        tgt = torch.tensor([tgt_prepared.ids], dtype=torch.long, device=device)
     max_len = model.cfg.max_tgt_len
-    default, per_step = _controls(intervention, len(prepared.ids), max_len if tgt is None else tgt.shape[1])
+    default, per_step = _controls(intervention, len(prepared.ids), max_len if tgt is None else tgt.shape[1], device)
     forced = {}
     for t, token in intervention.forced:
         if token not in bundle.tgt_vocab:
@@ -181,14 +186,14 @@ def trace(bundle: ModelBundle, source: str | Prepared, intervention: Interventio
         if not 0 <= t < max_len:
             raise ExplorerError(f"cannot force a token at step {t}")
         forced[t] = bundle.tgt_vocab.id(token)
-    src = torch.tensor([prepared.ids], dtype=torch.long)
-    memory = model.encode(src, torch.tensor([len(prepared.ids)]))
+    src = torch.tensor([prepared.ids], dtype=torch.long, device=device)
+    memory = model.encode(src, torch.tensor([len(prepared.ids)], device=device))
     result = decode(model, memory, max_len, target=tgt, forced=forced, controls=per_step,
                     default_control=default, keep_steps=True)
     steps = result.steps
     T = int(result.lengths[0])
     steps = steps[:T]
-    out_ids = result.ids[0, :T].numpy()
+    out_ids = result.ids[0, :T].cpu().numpy()
     out_tokens = tuple(bundle.tgt_vocab.decode(out_ids.tolist()))
     S = len(prepared.ids)
 
@@ -196,7 +201,7 @@ def trace(bundle: ModelBundle, source: str | Prepared, intervention: Interventio
         rows = [get(s) for s in steps]
         if rows[0] is None:
             return np.zeros((T, width), dtype=np.float32)
-        return torch.stack([r[0] for r in rows]).float().numpy()
+        return torch.stack([r[0] for r in rows]).float().cpu().numpy()
 
     s0 = memory.s0[0] if isinstance(memory.s0, tuple) else memory.s0
     has_attn = model.attention is not None
@@ -212,16 +217,16 @@ def trace(bundle: ModelBundle, source: str | Prepared, intervention: Interventio
         output_tokens=out_tokens,
         previous_tokens=(SOS,) + out_tokens[:-1],
         unknown_tokens=prepared.unknown,
-        encoder_states=memory.h[0].float().numpy(),
-        keys=memory.keys[0].float().numpy() if has_attn else empty_sd,
-        values=memory.values[0].float().numpy() if has_attn else empty_sd,
-        initial_state=s0[-1, 0].float().numpy(),
+        encoder_states=memory.h[0].float().cpu().numpy(),
+        keys=memory.keys[0].float().cpu().numpy() if has_attn else empty_sd,
+        values=memory.values[0].float().cpu().numpy() if has_attn else empty_sd,
+        initial_state=s0[-1, 0].float().cpu().numpy(),
         decoder_states=stack(lambda s: s.s, model.cfg.hidden),
         queries=stack(lambda s: s.query, 0),
         scores=stack(lambda s: s.scores, S) if has_attn else np.zeros((T, 0), dtype=np.float32),
         weights=stack(lambda s: s.weights, S) if has_attn else np.zeros((T, 0), dtype=np.float32),
         contexts=stack(lambda s: s.context, 0),
-        probs=torch.softmax(torch.stack([s.logits[0] for s in steps]).float(), dim=-1).numpy(),
+        probs=torch.softmax(torch.stack([s.logits[0] for s in steps]).float(), dim=-1).cpu().numpy(),
         output_ids=out_ids,
         target_vocab=bundle.tgt_vocab.tokens,
         alignment=alignment,

@@ -18,6 +18,7 @@ from torch import nn
 
 from .bundle import ModelBundle
 from .decoding import greedy_batch, strip_output
+from .devices import pick_device
 from .errors import ExplorerError
 from .model import SEED_LOCK, ModelConfig, Seq2Seq, seeded_model
 from .optim import Adam
@@ -164,6 +165,7 @@ def evaluate(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Metrics
             longest = min(model.cfg.max_tgt_len, max(len(p.tgt) for p in part) + 1)
             out = greedy_batch(model, [p.src for p in part], max_len=longest)
             ids = out.ids.tolist()
+            weights = None if out.weights is None else out.weights.cpu()  # one copy per chunk off a GPU
             for b, p in enumerate(part):
                 pred = strip_output(ids[b])
                 exact += pred == list(p.tgt) and EOS_ID in ids[b][: len(p.tgt) + 1]
@@ -171,8 +173,8 @@ def evaluate(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Metrics
                 row = ids[b] + [PAD_ID] * max(0, len(truth) - len(ids[b]))
                 tokens_right += sum(int(row[t] == truth[t]) for t in range(len(truth)))
                 tokens_total += len(truth)
-                if p.alignment is not None and out.weights is not None:
-                    h, c = alignment_hits(out.weights[b, :, : len(p.src)].numpy(), p.alignment)
+                if p.alignment is not None and weights is not None:
+                    h, c = alignment_hits(weights[b, :, : len(p.src)].numpy(), p.alignment)
                     hits, counted = hits + h, counted + c
     finally:
         model.train(was_training)
@@ -195,8 +197,10 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "me
     return nn.functional.cross_entropy(flat, targets.reshape(-1), ignore_index=PAD_ID, reduction=reduction)
 
 
-def collate(pairs: Sequence[Pair]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Pad a batch: src (B, S), lengths (B,), decoder inputs <sos> y (B, T) and targets y <eos> (B, T).
+def collate(pairs: Sequence[Pair], device: torch.device | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Pad a batch: src (B, S), lengths (B,), decoder inputs <sos> y (B, T) and targets y <eos> (B, T),
+    on `device` (default the CPU, where they are built).
 
     Padded as Python tuples and made into tensors in one call each: a tensor per row cost ~4 ms a
     batch of 128, a tenth of a training step at the default sizes."""
@@ -207,6 +211,8 @@ def collate(pairs: Sequence[Pair]) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     tgt_in = torch.tensor([(SOS_ID,) + tuple(p.tgt) + pad for p, pad in zip(pairs, pads)], dtype=torch.long)
     tgt_out = torch.tensor([tuple(p.tgt) + (EOS_ID,) + pad for p, pad in zip(pairs, pads)], dtype=torch.long)
     lengths = torch.tensor([len(p.src) for p in pairs], dtype=torch.long)
+    if device is not None and device.type != "cpu":
+        src, lengths, tgt_in, tgt_out = (t.to(device, non_blocking=True) for t in (src, lengths, tgt_in, tgt_out))
     return src, lengths, tgt_in, tgt_out
 
 
@@ -242,19 +248,29 @@ Callback = Callable[[Progress], None]
 
 
 class Trainer:
-    """Trains one bundle's model; `run` can be called again to continue (optimizer state kept)."""
+    """Trains one bundle's model; `run` can be called again to continue (optimizer state kept).
+
+    `device` (default "auto": a CUDA GPU when present, see devices.pick_device) is where `run` trains:
+    the model moves there for the run and back to the CPU when it ends, so the bundle the caller
+    keeps (pages, traces, checkpoints) is a CPU one; on the CPU nothing moves at all.
+    """
 
     def __init__(self, bundle: ModelBundle, data: DataSource, cfg: TrainConfig,
                  on_step: Callback | None = None, on_eval: Callback | None = None,
-                 stop: threading.Event | None = None, probe: bool = True) -> None:
+                 stop: threading.Event | None = None, probe: bool = True,
+                 device: str | torch.device | None = "auto") -> None:
         self.bundle, self.data, self.cfg = bundle, data, cfg
         self.on_step, self.on_eval = on_step, on_eval
         self.stop = stop or threading.Event()
         self.probe = probe
+        self.device = pick_device(device)
         self.model = bundle.model
         self.optimizer = Adam(self.model.parameters(), lr=cfg.lr)  # torch.optim.Adam's update (explorer/optim.py)
         self.rng = random.Random(cfg.seed)
-        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.generator = torch.Generator().manual_seed(cfg.seed)  # teacher-forcing coins, drawn on the CPU
+        # Dropout masks are drawn where the activations are, and a generator draws on its own device only.
+        self.dropout_generator = self.generator if self.device.type == "cpu" \
+            else torch.Generator(self.device).manual_seed(cfg.seed)
         self.step = 0
         self.examples = 0
         self.seconds = 0.0
@@ -293,7 +309,7 @@ class Trainer:
         # Longest target first: the model then runs each decoder step on a prefix of the batch (views)
         # instead of reordering it; the loss is a mean over tokens, so the order changes nothing else.
         pairs = sorted(pairs, key=lambda p: len(p.tgt), reverse=True)
-        src, lengths, tgt_in, tgt_out = collate(pairs)
+        src, lengths, tgt_in, tgt_out = collate(pairs, self.device)
         logits, _ = self.model(src, lengths, tgt_in, self.cfg.teacher_forcing, self.generator)
         loss = token_loss(logits, tgt_out)
         self.optimizer.zero_grad(set_to_none=True)
@@ -330,9 +346,12 @@ class Trainer:
         self._total = self.step + steps
         with SEED_LOCK:  # not while another thread is initialising a model from its seed
             torch.manual_seed(self.cfg.seed + self.step)  # for anything that still draws from the shared one
-        self.model.draw_dropout_from(self.generator)  # this job's own draws, whatever runs beside it
-        self.model.train()
+        self.model.draw_dropout_from(self.dropout_generator)  # this job's own draws, whatever runs beside it
+        on_gpu = self.device.type != "cpu"
         try:
+            if on_gpu:  # in place: the optimizer keeps the same parameters (and its state stays on the GPU)
+                self.model.to(self.device)
+            self.model.train()
             reason, loss = "steps", float("nan")
             end = self.step + steps
             while self.step < end:
@@ -364,6 +383,8 @@ class Trainer:
         finally:  # a failed step or callback must not leave a shared model in training mode (dropout on)
             self.model.eval()
             self.model.draw_dropout_from(None)
+            if on_gpu:
+                self.model.to("cpu")
         self.bundle.training = {**asdict(self.cfg), "steps_done": self.step, "examples": self.examples,
                                 "seconds": round(self.seconds, 2), "stopped_because": reason}
         self.bundle.metrics = {"validation": self.last_metrics.to_dict()}

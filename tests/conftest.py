@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -32,6 +33,9 @@ from explorer.vocab import Vocab
 
 # Tests share two CPU cores with other work: one thread is faster than contending for two.
 torch.set_num_threads(1)
+# The suite's numbers (accuracies reached in N steps, byte-identical reruns) are CPU numbers, so "auto"
+# trains on the CPU here even where torch sees a GPU; EXPLORER_DEVICE=cuda runs the suite's training there.
+os.environ.setdefault("EXPLORER_DEVICE", "cpu")
 
 COPY_SPEC = TaskSpec("copy", 1, 6)
 RANDOM_MAX_SRC_LEN = 12  # random models accept inputs of up to 12 symbols ...
