@@ -67,7 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--min-freq", type=int, default=2, help="translation: rarer tokens become <unk>")
     t.add_argument("--valid-fraction", type=float, default=0.05)
     t.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: the cores other work leaves idle, at least 1)")
+                   help="torch CPU threads per training process (default: the idle cores over the processes)")
+    t.add_argument("--processes", type=int, choices=(1, 2), default=None,
+                   help="training processes on the CPU: 2 splits each batch over two cores (default: 2 where "
+                        "this process may use two cores; 1 gives the single-process float sums)")
     t.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="where to train (default auto: a CUDA GPU when torch sees one, else the CPU; "
                         "the EXPLORER_DEVICE environment variable sets what auto picks)")
@@ -149,15 +152,19 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from . import checkpoint
     from .devices import pick_device
+    from .parallel import processes_wanted
     from .recipes import auto_threads, train_from_args
     device = pick_device(args.device)
-    torch.set_num_threads(args.threads or auto_threads())
+    idle = auto_threads()
+    processes = processes_wanted(args.processes) if device.type == "cpu" else 1
+    torch.set_num_threads(args.threads or max(1, idle // processes))
     bundle, result = train_from_args(args, on_eval=_progress_printer(args.quiet),
-                                     on_step=_device_notice(device, args.quiet), device=device)
+                                     on_step=_device_notice(device, args.quiet), device=device,
+                                     processes=processes)
     path = checkpoint.save(bundle, args.out, half=args.half)
     m = result.metrics
-    print(json.dumps({"checkpoint": str(path), "device": device.type, "steps": result.steps,
-                      "examples": result.examples, "seconds": round(result.seconds, 2),
+    print(json.dumps({"checkpoint": str(path), "device": device.type, "processes": result.processes,
+                      "steps": result.steps, "examples": result.examples, "seconds": round(result.seconds, 2),
                       "stopped_because": result.reason, **m.to_dict()}))
     return 0
 

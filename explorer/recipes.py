@@ -68,13 +68,19 @@ def _pick(args: argparse.Namespace, defaults: dict[str, Any], names: dict[str, s
 
 def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: TrainConfig,
                on_step: Callback | None = None, on_eval: Callback | None = None,
-               stop: threading.Event | None = None, device: str | torch.device | None = "auto"
-               ) -> tuple[ModelBundle, Trainer, TrainResult]:
-    """Build a fresh model for a toy task and train it (on `device`; see devices.pick_device)."""
+               stop: threading.Event | None = None, device: str | torch.device | None = "auto",
+               processes: int = 1) -> tuple[ModelBundle, Trainer, TrainResult]:
+    """Build a fresh model for a toy task and train it (on `device`, see devices.pick_device; with two
+    `processes`, see parallel.py: the caller closes the returned trainer)."""
     bundle, task = new_task_bundle(spec, name, seed=cfg.seed, **model_options)
     data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
-    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop, device=device)
-    return bundle, trainer, trainer.run()
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop, device=device,
+                      processes=processes)
+    try:
+        return bundle, trainer, trainer.run()
+    except BaseException:
+        trainer.close()
+        raise
 
 
 def translation_setup(path: str | Path | bytes, name: str, model_options: dict[str, Any], seed: int = 0,
@@ -114,9 +120,9 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
 
 
 def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, on_step: Callback | None = None,
-                    device: str | torch.device | None = None) -> tuple[ModelBundle, TrainResult]:
+                    device: str | torch.device | None = None, processes: int = 1) -> tuple[ModelBundle, TrainResult]:
     """The CLI's `train`: a toy task or a TSV, with the given options over the defaults, on `device`
-    (default: `args.device`, else auto)."""
+    (default: `args.device`, else auto), in one or two `processes`."""
     device = device if device is not None else getattr(args, "device", "auto")
     name = args.name or Path(args.out).name.removesuffix(".safetensors")
     model_names = {"embed": "embed", "hidden": "hidden", "attn_dim": "attn_dim", "layers": "layers",
@@ -129,16 +135,20 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
         model_options = _pick(args, MODEL_DEFAULTS, model_names)
         cfg = TrainConfig(**_pick(args, TRAIN_DEFAULTS, train_names))
         spec = TaskSpec(args.task, args.min_len, args.max_len, args.alphabet)
-        bundle, _, result = train_task(spec, name, model_options, cfg, on_step=on_step, on_eval=on_eval,
-                                      device=device)
+        bundle, trainer, result = train_task(spec, name, model_options, cfg, on_step=on_step, on_eval=on_eval,
+                                             device=device, processes=processes)
+        trainer.close()
         return bundle, result
     model_options = _pick(args, TRANSLATION_MODEL_DEFAULTS, model_names)
     cfg = TrainConfig(**_pick(args, TRANSLATION_TRAIN_DEFAULTS, train_names))
     bundle, data, _ = translation_setup(args.data, name, model_options, seed=cfg.seed, src_lang=args.src_lang,
                                         tgt_lang=args.tgt_lang, max_tokens=args.max_tokens,
                                         min_freq=args.min_freq, valid_fraction=args.valid_fraction)
-    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device)
-    result = trainer.run()
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, processes=processes)
+    try:
+        result = trainer.run()
+    finally:
+        trainer.close()
     bundle.training = {**bundle.training, "data": Path(args.data).name, "max_tokens": args.max_tokens,
                        "min_freq": args.min_freq, "valid_fraction": args.valid_fraction}
     return bundle, result

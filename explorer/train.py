@@ -22,6 +22,8 @@ from .devices import pick_device
 from .errors import ExplorerError
 from .model import SEED_LOCK, ModelConfig, Seq2Seq, seeded_model
 from .optim import Adam
+from .parallel import GradientHelper
+from .parallel import available as parallel_available
 from .tasks import Task, TaskSpec, alignment_hits, make_task
 from .vocab import EOS_ID, PAD_ID, SOS_ID, Vocab
 
@@ -242,6 +244,7 @@ class TrainResult:
     reason: str  # "steps", "target", "time", "stopped"
     metrics: Metrics
     history: list[dict] = field(default_factory=list)
+    processes: int = 1  # 2 when a helper process computed half of each batch
 
 
 Callback = Callable[[Progress], None]
@@ -258,12 +261,15 @@ class Trainer:
     def __init__(self, bundle: ModelBundle, data: DataSource, cfg: TrainConfig,
                  on_step: Callback | None = None, on_eval: Callback | None = None,
                  stop: threading.Event | None = None, probe: bool = True,
-                 device: str | torch.device | None = "auto") -> None:
+                 device: str | torch.device | None = "auto", processes: int = 1) -> None:
         self.bundle, self.data, self.cfg = bundle, data, cfg
         self.on_step, self.on_eval = on_step, on_eval
         self.stop = stop or threading.Event()
         self.probe = probe
         self.device = pick_device(device)
+        self.processes = processes  # 2: a forked helper computes half of each batch (explorer/parallel.py)
+        self._helper: GradientHelper | None = None
+        self._prefetched: list[Pair] | None = None
         self.model = bundle.model
         self.optimizer = Adam(self.model.parameters(), lr=cfg.lr)  # torch.optim.Adam's update (explorer/optim.py)
         self.rng = random.Random(cfg.seed)
@@ -304,20 +310,52 @@ class Trainer:
             self._lr_scale *= 0.5
             self._stale_evaluations = 0
 
-    def train_step(self, pairs: Sequence[Pair]) -> float:
-        """One optimisation step on a batch; returns its mean token loss."""
+    def train_step(self, pairs: Sequence[Pair], prefetch: bool = False) -> float:
+        """One optimisation step on a batch; returns its mean token loss. With a helper process and
+        `prefetch`, the next batch is drawn while the helper finishes its half (`next_batch` returns it)."""
         # Longest target first: the model then runs each decoder step on a prefix of the batch (views)
         # instead of reordering it; the loss is a mean over tokens, so the order changes nothing else.
         pairs = sorted(pairs, key=lambda p: len(p.tgt), reverse=True)
+        helper = self._gradient_helper() if len(pairs) > 1 else None
+        if helper is not None:  # the helper takes the odd rows; both halves stay longest first
+            tokens = sum(len(p.tgt) + 1 for p in pairs)  # every target token and its <eos>
+            helper.submit([(p.src, p.tgt) for p in pairs[1::2]], tokens)
+            pairs = pairs[0::2]
         src, lengths, tgt_in, tgt_out = collate(pairs, self.device)
         logits, _ = self.model(src, lengths, tgt_in, self.cfg.teacher_forcing, self.generator)
-        loss = token_loss(logits, tgt_out)
+        loss = token_loss(logits, tgt_out) if helper is None else token_loss(logits, tgt_out, "sum") / tokens
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        value = loss.item()
+        if helper is not None:
+            if prefetch and self._prefetched is None:
+                self._prefetched = self.data.batch(self.rng, self.cfg.batch_size)
+            value += helper.collect()
         if self.cfg.clip:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
         self.optimizer.step()
-        return loss.item()
+        return value
+
+    def next_batch(self) -> list[Pair]:
+        """The next training batch: the one drawn ahead during the last step, else a new one (the same
+        batches in the same order either way: only this trainer's generator draws them)."""
+        batch, self._prefetched = self._prefetched, None
+        return batch if batch is not None else self.data.batch(self.rng, self.cfg.batch_size)
+
+    def _gradient_helper(self) -> GradientHelper | None:
+        """The second process of a two-process run, started at the first step that can use it."""
+        if self.processes < 2 or self.cfg.teacher_forcing < 1.0 or self.device.type != "cpu":
+            return None
+        if self._helper is None and parallel_available(self.model):
+            self._helper = GradientHelper(self.model, self.cfg.seed)
+        return self._helper
+
+    def close(self) -> None:
+        """Stop the helper process, if one was started (training can no longer continue after this)."""
+        if self._helper is not None:
+            self._helper.close()
+            self._helper = None
+        self.processes = 1
 
     def evaluate_now(self, loss: float) -> Progress:
         """Validation metrics, a probe trace, and the callback."""
@@ -361,8 +399,8 @@ class Trainer:
                 for group in self.optimizer.param_groups:
                     group["lr"] = self._lr_at(self.step - (end - steps), steps)
                 started = time.perf_counter()
-                batch = self.data.batch(self.rng, self.cfg.batch_size)
-                loss = self.train_step(batch)
+                batch = self.next_batch()
+                loss = self.train_step(batch, prefetch=True)
                 self.seconds += time.perf_counter() - started
                 self.step += 1
                 self.examples += len(batch)
@@ -385,10 +423,12 @@ class Trainer:
             self.model.draw_dropout_from(None)
             if on_gpu:
                 self.model.to("cpu")
+        processes = 2 if self._helper is not None else 1
         self.bundle.training = {**asdict(self.cfg), "steps_done": self.step, "examples": self.examples,
-                                "seconds": round(self.seconds, 2), "stopped_because": reason}
+                                "seconds": round(self.seconds, 2), "stopped_because": reason,
+                                "processes": processes}
         self.bundle.metrics = {"validation": self.last_metrics.to_dict()}
-        return TrainResult(self.step, self.examples, self.seconds, reason, self.last_metrics, self.history)
+        return TrainResult(self.step, self.examples, self.seconds, reason, self.last_metrics, self.history, processes)
 
 
 def new_task_bundle(spec: TaskSpec, name: str, seed: int = 0, **model_options) -> tuple[ModelBundle, Task]:

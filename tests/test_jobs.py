@@ -107,7 +107,7 @@ def test_target_accuracy_stops_early():
 
 def test_a_crash_in_training_becomes_a_failed_state():
     job = tiny_job(steps=20)
-    job._trainer.train_step = lambda batch: 1 / 0
+    job._trainer.train_step = lambda batch, **options: 1 / 0
     job.start()
     job.join(30)
     assert job.state == FAILED and "ZeroDivisionError" in job.view().message

@@ -1,0 +1,143 @@
+"""Two-process training (explorer/parallel.py): the same training as one process, up to float rounding.
+
+A helper can only be forked from a process with one thread; pytest's process may hold others (a job
+registry's reaper, servers of earlier tests), so the two-process runs happen in fresh interpreters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from explorer.errors import ExplorerError
+from explorer.parallel import processes_wanted
+from explorer.tasks import TaskSpec
+from explorer.train import TaskData, TrainConfig, Trainer, new_task_bundle
+
+REPO = Path(__file__).resolve().parent.parent
+
+SETUP = """
+import json, random, sys, torch
+torch.set_num_threads(1)
+from explorer.tasks import TaskSpec
+from explorer.train import Pair, TaskData, TrainConfig, Trainer, new_task_bundle
+
+def trainer(processes, **cfg):
+    bundle, task = new_task_bundle(TaskSpec("reverse", 2, 9), "p", seed=4, embed=8, hidden=16, attn_dim=8,
+                                   bidirectional=True, dropout=cfg.pop("dropout", 0.0))
+    data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, 40, 4)
+    config = TrainConfig(steps=12, batch_size=24, eval_every=6, eval_samples=40, seed=4, **cfg)
+    return Trainer(bundle, data, config, probe=False, processes=processes)
+"""
+
+
+def run_script(body: str) -> dict:
+    """Run SETUP + body in a fresh single-threaded interpreter; body prints one JSON object."""
+    result = subprocess.run([sys.executable, "-c", SETUP + body], cwd=REPO, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_two_processes_train_as_one_does_up_to_rounding_and_repeat_exactly() -> None:
+    out = run_script("""
+runs = {}
+for name, processes in (("one", 1), ("two", 2), ("two again", 2)):
+    t = trainer(processes, dropout=0.0)
+    result = t.run()
+    t.close()
+    runs[name] = {"processes": result.processes, "record": t.bundle.training["processes"],
+                  "losses": [h["loss"] for h in result.history], "examples": result.examples,
+                  "params": [p.detach().flatten().tolist() for p in t.model.parameters()]}
+print(json.dumps(runs))
+""")
+    one, two, again = out["one"], out["two"], out["two again"]
+    assert (one["processes"], two["processes"]) == (1, 2)
+    assert (one["record"], two["record"]) == (1, 2)
+    assert one["examples"] == two["examples"] == 12 * 24
+    assert two["losses"] == pytest.approx(one["losses"], rel=1e-4)
+    for a, b in zip(one["params"], two["params"]):
+        assert b == pytest.approx(a, abs=2e-4)
+    assert any(a != b for a, b in zip(one["params"], two["params"])), "the helper did not change the float sums"
+    assert again["params"] == two["params"] and again["losses"] == two["losses"]
+
+
+def test_a_failure_in_the_helper_is_reported_and_the_trainer_closes() -> None:
+    out = run_script("""
+from explorer.errors import ExplorerError
+t = trainer(2)
+vocab = len(t.bundle.src_vocab)
+good = Pair((3, 4, 5), (5, 4, 3))
+bad = Pair((3, vocab + 50), (4, 3))  # shorter target: sorted second, so it goes to the helper
+try:
+    t.train_step([good, bad])
+    message = None
+except ExplorerError as exc:
+    message = str(exc)
+process = t._helper._process
+t.close()
+print(json.dumps({"message": message, "alive": process.is_alive()}))
+""")
+    assert out["message"] is not None and "helper process failed" in out["message"]
+    assert "IndexError" in out["message"]
+    assert out["alive"] is False
+
+
+def test_the_helper_ignores_ctrl_c_and_ends_when_closed() -> None:
+    out = run_script("""
+import os, signal, time
+t = trainer(2)
+t.run(steps=1)
+process = t._helper._process
+os.kill(process.pid, signal.SIGINT)
+time.sleep(0.3)
+alive_after_sigint = process.is_alive()
+t.train_step(t.next_batch())  # still computing its half
+t.close()
+print(json.dumps({"after_sigint": alive_after_sigint, "after_close": process.is_alive(), "helper": t._helper}))
+""")
+    assert out == {"after_sigint": True, "after_close": False, "helper": None}
+
+
+def test_beside_other_threads_training_stays_in_one_process() -> None:
+    """Forking a process that runs other threads (the app's server) is unsafe: no helper there."""
+    bundle, task = new_task_bundle(TaskSpec("copy", 1, 4), "t", seed=0, embed=8, hidden=8, attn_dim=8)
+    data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, 8, 0)
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        trainer = Trainer(bundle, data, TrainConfig(steps=2, batch_size=8, eval_every=2, eval_samples=8),
+                          probe=False, processes=2)
+        result = trainer.run()
+    finally:
+        release.set()
+        other.join()
+    assert result.processes == 1 and trainer._helper is None
+
+
+def test_processes_wanted() -> None:
+    assert processes_wanted(None, cores=1) == 1
+    assert processes_wanted(None, cores=2) == 2
+    assert processes_wanted(None, cores=16) == 2
+    assert processes_wanted(1, cores=16) == 1
+    with pytest.raises(ExplorerError, match="1 or 2"):
+        processes_wanted(3)
+
+
+def test_cli_trains_in_the_processes_asked_for(tmp_path) -> None:
+    args = ["train", "--task", "copy", "--min-len", "1", "--max-len", "4", "--steps", "4", "--batch-size", "8",
+            "--embed", "8", "--hidden", "8", "--attn-dim", "8", "--eval-every", "4", "--eval-samples", "8",
+            "--threads", "1", "--quiet"]
+    for processes in ("1", "2"):
+        result = subprocess.run([sys.executable, "-m", "explorer", *args, "--processes", processes,
+                                 "--out", str(tmp_path / processes)], cwd=REPO, capture_output=True, text=True,
+                                timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout.strip().splitlines()[-1])["processes"] == int(processes)
