@@ -107,6 +107,8 @@ class GradientHelper:
 
     def submit(self, rows: list[tuple[tuple[int, ...], tuple[int, ...]]], tokens: int) -> None:
         """Start the helper on these (source ids, target ids) rows; `tokens` counts the whole batch's."""
+        if self._waiting:  # a step failed between submit and collect: its reply must not pass for this one's
+            self._conn.recv()
         self._conn.send((rows, tokens))
         self._waiting = True
 

@@ -255,7 +255,9 @@ class Trainer:
 
     `device` (default "auto": a CUDA GPU when present, see devices.pick_device) is where `run` trains:
     the model moves there for the run and back to the CPU when it ends, so the bundle the caller
-    keeps (pages, traces, checkpoints) is a CPU one; on the CPU nothing moves at all.
+    keeps (pages, traces, checkpoints) is a CPU one; on the CPU nothing moves at all. With
+    `processes=2` (CPU only, from a process with one thread) a forked helper computes half of each
+    batch's gradient (explorer/parallel.py); `close` stops it.
     """
 
     def __init__(self, bundle: ModelBundle, data: DataSource, cfg: TrainConfig,

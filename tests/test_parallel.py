@@ -89,6 +89,23 @@ print(json.dumps({"message": message, "alive": process.is_alive()}))
     assert out["alive"] is False
 
 
+def test_a_reply_left_by_a_failed_step_is_not_taken_for_the_next_steps() -> None:
+    out = run_script("""
+t = trainer(2)
+helper = t._gradient_helper()
+first = [((3, 4, 5), (5, 4, 3))]
+second = [((6, 7), (7, 6)), ((3,), (3,))]
+helper.submit(first, 10)  # as if the trainer's own half had failed: never collected
+helper.submit(second, 10)
+left_over = helper.collect()
+helper.submit(second, 10)
+fresh = helper.collect()
+t.close()
+print(json.dumps({"left_over": left_over, "fresh": fresh}))
+""")
+    assert out["left_over"] == out["fresh"]
+
+
 def test_the_helper_ignores_ctrl_c_and_ends_when_closed() -> None:
     out = run_script("""
 import os, signal, time
