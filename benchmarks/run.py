@@ -734,9 +734,10 @@ def notes(out: dict) -> str:
              f"- load average at start {', '.join(f'{x:.1f}' for x in m['load_start'])}; "
              f"at end {', '.join(f'{x:.1f}' for x in m.get('load_end', ()))} (shared machine: ratios count)",
              f"- seeds {out['seeds']}; budgets (training seconds): {out['budgets']}",
-             "- CPU: CPU seconds of the process (user + system). On a busy machine wall time is mostly waiting "
-             "for a core; CPU time divided by the thread count estimates the wall time on idle cores "
-             "(a little high: OpenMP threads spin while they wait), and the 'CPU' verdict judges that estimate. "
+             "- CPU: CPU seconds (user + system) of the process, with its helper process when ours trains in two. "
+             "On a busy machine wall time is mostly waiting for a core; CPU time divided by the threads (times "
+             "the processes) estimates the wall time on idle cores (a little high: OpenMP threads spin while "
+             "they wait, and two processes slow each other), and the 'CPU' verdict judges that estimate. "
              "Ratios are reference / ours for times and ours / reference for throughput: above 1× ours is better"]
     for key in ("train_short", "train_long"):
         if key in res:
