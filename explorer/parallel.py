@@ -52,7 +52,7 @@ def _flat_views(buffer: torch.Tensor, params: Sequence[torch.Tensor]) -> list[to
 def _helper_loop(conn, model: nn.Module, buffer: torch.Tensor, seed: int) -> None:
     """The helper process: for each (pairs, tokens) it receives, backpropagate its share of the loss and
     put the gradient in the shared buffer; reply with the loss (or the error)."""
-    from .train import Pair, collate, token_loss
+    from .train import Pair, batch_loss
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; this one ends with it
     torch.set_num_threads(1)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -69,11 +69,9 @@ def _helper_loop(conn, model: nn.Module, buffer: torch.Tensor, seed: int) -> Non
             return
         try:
             rows, tokens = message
-            src, lengths, tgt_in, tgt_out = collate([Pair(s, t) for s, t in rows])
             for p in params:
                 p.grad = None
-            logits, _ = model(src, lengths, tgt_in, 1.0, generator)
-            loss = token_loss(logits, tgt_out, reduction="sum") / tokens
+            loss = batch_loss(model, [Pair(s, t) for s, t in rows], 1.0, generator, tokens=tokens)
             loss.backward()
             used = []
             for p, view in zip(params, views):
@@ -156,6 +154,9 @@ def processes_wanted(requested: int | None, cores: int | None = None) -> int:
         if requested not in (1, 2):
             raise ExplorerError(f"training processes must be 1 or 2, got {requested}")
         return requested
-    if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return 2 if cores >= 2 else 1
+    return 2 if (usable_cores() if cores is None else cores) >= 2 else 1
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -19,6 +19,7 @@ import torch
 from .bundle import ModelBundle
 from .errors import ExplorerError
 from .model import ModelConfig, seeded_model
+from .parallel import usable_cores
 from .tasks import TaskSpec
 from .train import Callback, Pair, PairData, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle
 from .vocab import Vocab
@@ -49,7 +50,7 @@ def auto_threads() -> int:
     that spin-wait for each other made a training step 20–50× slower than one thread, because one
     of them is always descheduled. On an idle machine every core helps.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     try:
         busy = os.getloadavg()[0]
     except OSError:  # no load average on this system

@@ -218,6 +218,17 @@ def collate(pairs: Sequence[Pair], device: torch.device | None = None
     return src, lengths, tgt_in, tgt_out
 
 
+def batch_loss(model: nn.Module, pairs: Sequence[Pair], teacher_forcing: float = 1.0,
+               generator: torch.Generator | None = None, device: torch.device | None = None,
+               tokens: int | None = None) -> torch.Tensor:
+    """The training loss of a batch: its mean token loss, or (given `tokens`, the token count of a
+    whole batch this is part of) its summed token loss divided by that count, so that the parts of a
+    split batch add up to the whole batch's mean (parallel.py)."""
+    src, lengths, tgt_in, tgt_out = collate(pairs, device)
+    logits, _ = model(src, lengths, tgt_in, teacher_forcing, generator)
+    return token_loss(logits, tgt_out) if tokens is None else token_loss(logits, tgt_out, "sum") / tokens
+
+
 @dataclass
 class Progress:
     """What the trainer reports: after every step, and with metrics (and a probe trace) after evaluations."""
@@ -319,13 +330,12 @@ class Trainer:
         # instead of reordering it; the loss is a mean over tokens, so the order changes nothing else.
         pairs = sorted(pairs, key=lambda p: len(p.tgt), reverse=True)
         helper = self._gradient_helper() if len(pairs) > 1 else None
+        tokens = None
         if helper is not None:  # the helper takes the odd rows; both halves stay longest first
             tokens = sum(len(p.tgt) + 1 for p in pairs)  # every target token and its <eos>
             helper.submit([(p.src, p.tgt) for p in pairs[1::2]], tokens)
             pairs = pairs[0::2]
-        src, lengths, tgt_in, tgt_out = collate(pairs, self.device)
-        logits, _ = self.model(src, lengths, tgt_in, self.cfg.teacher_forcing, self.generator)
-        loss = token_loss(logits, tgt_out) if helper is None else token_loss(logits, tgt_out, "sum") / tokens
+        loss = batch_loss(self.model, pairs, self.cfg.teacher_forcing, self.generator, self.device, tokens)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         value = loss.item()
