@@ -1,4 +1,5 @@
-"""Data-parallel training over two CPU processes: a forked helper computes half of each batch's gradient.
+"""Data-parallel training over two CPU processes: a forked helper computes half of each batch's gradient
+and scores half of each evaluation's validation set.
 
 Why: at our sizes a training step is hundreds of small operations, each too small to split across
 cores (two OpenMP threads made steps slower, not faster), so one process keeps one core busy.
@@ -10,7 +11,8 @@ optimizer step the trainer makes without copying anything. Each step the trainer
 half of the batch (its odd rows) and the token count of the whole batch; both sides compute the
 summed token loss over their half divided by that count, so the two gradients add up to exactly the
 gradient of the batch's mean loss. The helper writes its gradient into a shared buffer; the trainer
-adds it to its own, clips and steps as before.
+adds it to its own, clips and steps as before. At an evaluation the helper greedy-decodes the second
+half of the validation set while the trainer decodes the first; their counts add up (train.Tally).
 
 Forking is only safe from a process with one thread (the command line's trainer, not the app's
 server, whose training runs in threads beside the web server's): `available` says when it is.
@@ -23,12 +25,15 @@ import os
 import signal
 import threading
 import traceback
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 from torch import nn
 
 from .errors import ExplorerError
+
+if TYPE_CHECKING:
+    from .train import Tally
 
 _FORK = "fork" in multiprocessing.get_all_start_methods()
 
@@ -50,9 +55,10 @@ def _flat_views(buffer: torch.Tensor, params: Sequence[torch.Tensor]) -> list[to
 
 
 def _helper_loop(conn, model: nn.Module, buffer: torch.Tensor, seed: int) -> None:
-    """The helper process: for each (pairs, tokens) it receives, backpropagate its share of the loss and
-    put the gradient in the shared buffer; reply with the loss (or the error)."""
-    from .train import Pair, batch_loss
+    """The helper process. For ("gradient", rows, tokens): backpropagate its share of the loss, put the
+    gradient in the shared buffer and reply with the loss; for ("evaluate", pairs): reply with their
+    tally. An error is replied too."""
+    from .train import Pair, batch_loss, tally
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; this one ends with it
     torch.set_num_threads(1)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -68,7 +74,10 @@ def _helper_loop(conn, model: nn.Module, buffer: torch.Tensor, seed: int) -> Non
         if message is None:
             return
         try:
-            rows, tokens = message
+            if message[0] == "evaluate":
+                conn.send(("ok", tally(model, message[1]), None))
+                continue
+            _, rows, tokens = message
             for p in params:
                 p.grad = None
             loss = batch_loss(model, [Pair(s, t) for s, t in rows], 1.0, generator, tokens=tokens)
@@ -86,7 +95,8 @@ def _helper_loop(conn, model: nn.Module, buffer: torch.Tensor, seed: int) -> Non
 
 
 class GradientHelper:
-    """A forked process that computes the gradient of half of each batch (see the module's docstring)."""
+    """A forked process that computes the gradient of half of each batch and scores half of each
+    validation set (see the module's docstring)."""
 
     def __init__(self, model: nn.Module, seed: int) -> None:
         if not available(model):
@@ -105,13 +115,19 @@ class GradientHelper:
 
     def submit(self, rows: list[tuple[tuple[int, ...], tuple[int, ...]]], tokens: int) -> None:
         """Start the helper on these (source ids, target ids) rows; `tokens` counts the whole batch's."""
+        self._send(("gradient", rows, tokens))
+
+    def submit_evaluation(self, pairs: Sequence) -> None:
+        """Start the helper scoring these validation pairs (train.Pair) with the current parameters."""
+        self._send(("evaluate", list(pairs)))
+
+    def _send(self, message: tuple) -> None:
         if self._waiting:  # a step failed between submit and collect: its reply must not pass for this one's
             self._conn.recv()
-        self._conn.send((rows, tokens))
+        self._conn.send(message)
         self._waiting = True
 
-    def collect(self) -> float:
-        """Wait for the helper and add its gradient to the parameters' own; returns its share of the loss."""
+    def _receive(self) -> tuple:
         try:
             status, value, used = self._conn.recv()
         except EOFError as exc:
@@ -120,6 +136,15 @@ class GradientHelper:
             self._waiting = False
         if status != "ok":
             raise ExplorerError(f"the training helper process failed:\n{value}")
+        return value, used
+
+    def collect_evaluation(self) -> Tally:
+        """Wait for the helper's tally (train.Tally) of the pairs given to submit_evaluation."""
+        return self._receive()[0]
+
+    def collect(self) -> float:
+        """Wait for the helper and add its gradient to the parameters' own; returns its share of the loss."""
+        value, used = self._receive()
         for p, view, helper_used in zip(self.params, self.views, used):
             if helper_used:
                 if p.grad is None:

@@ -10,7 +10,7 @@ import math
 import random
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Callable, Protocol, Sequence
 
 import torch
@@ -154,8 +154,34 @@ class Metrics:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Tally:
+    """The counts behind Metrics. Counts of parts of a validation set add up to the whole set's, so two
+    processes can each score half of it (parallel.py)."""
+
+    n: int = 0
+    exact: int = 0
+    tokens_right: int = 0
+    tokens_total: int = 0
+    alignment_hits: int = 0
+    alignment_counted: int = 0
+
+    def __add__(self, other: "Tally") -> "Tally":
+        return Tally(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+    def metrics(self) -> Metrics:
+        return Metrics(self.n, self.exact / self.n if self.n else 0.0,
+                       self.tokens_right / self.tokens_total if self.tokens_total else 0.0,
+                       self.alignment_hits / self.alignment_counted if self.alignment_counted else None)
+
+
 def evaluate(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Metrics:
     """Greedy-decode every pair (batched) and score it against its target."""
+    return tally(model, pairs, chunk).metrics()
+
+
+def tally(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Tally:
+    """evaluate()'s counts: greedy-decode every pair (batched) and count what is right."""
     was_training = model.training
     model.eval()
     exact = tokens_right = tokens_total = hits = counted = 0
@@ -180,9 +206,7 @@ def evaluate(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Metrics
                     hits, counted = hits + h, counted + c
     finally:
         model.train(was_training)
-    n = len(pairs)
-    return Metrics(n, exact / n if n else 0.0, tokens_right / tokens_total if tokens_total else 0.0,
-                   hits / counted if counted else None)
+    return Tally(len(pairs), int(exact), tokens_right, tokens_total, hits, counted)
 
 
 def token_loss(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
@@ -268,7 +292,7 @@ class Trainer:
     the model moves there for the run and back to the CPU when it ends, so the bundle the caller
     keeps (pages, traces, checkpoints) is a CPU one; on the CPU nothing moves at all. With
     `processes=2` (CPU only, from a process with one thread) a forked helper computes half of each
-    batch's gradient (explorer/parallel.py); `close` stops it.
+    batch's gradient and scores half of each evaluation (explorer/parallel.py); `close` stops it.
     """
 
     def __init__(self, bundle: ModelBundle, data: DataSource, cfg: TrainConfig,
@@ -369,9 +393,19 @@ class Trainer:
             self._helper = None
         self.processes = 1
 
+    def _validate(self) -> Metrics:
+        """evaluate() on the validation set; in a two-process run the helper scores its second half."""
+        pairs = self.data.validation()
+        if self._helper is None or len(pairs) < 2:
+            return evaluate(self.model, pairs)
+        half = len(pairs) // 2
+        self._helper.submit_evaluation(pairs[half:])
+        mine = tally(self.model, pairs[:half])
+        return (mine + self._helper.collect_evaluation()).metrics()
+
     def evaluate_now(self, loss: float) -> Progress:
         """Validation metrics, a probe trace, and the callback."""
-        metrics = evaluate(self.model, self.data.validation())
+        metrics = self._validate()
         self.last_metrics = metrics
         probe = None
         if self.probe:

@@ -106,6 +106,58 @@ print(json.dumps({"left_over": left_over, "fresh": fresh}))
     assert out["left_over"] == out["fresh"]
 
 
+def test_in_two_processes_the_helper_scores_half_of_each_evaluation() -> None:
+    out = run_script("""
+from explorer.train import evaluate, tally
+t = trainer(2, dropout=0.0)
+t.run(steps=3)  # the helper starts at the first step
+asked = []
+submit = t._helper.submit_evaluation
+t._helper.submit_evaluation = lambda pairs: (asked.append(len(pairs)), submit(pairs))[1]
+t.model.train()
+split = t._validate()
+asked_by_validate = list(asked)
+whole = evaluate(t.model, t.data.validation())
+with torch.no_grad():
+    t.model.out.bias[5] += 100.0  # in place, in the trainer: every output is now token 5
+t._helper.submit_evaluation(t.data.validation())
+helper_alone = t._helper.collect_evaluation()
+mine_alone = tally(t.model, t.data.validation())
+training = t.model.training
+t.close()
+print(json.dumps({"asked": asked_by_validate, "split": split.to_dict(), "whole": whole.to_dict(),
+                  "training": training, "helper": helper_alone.metrics().to_dict(),
+                  "mine": mine_alone.metrics().to_dict()}))
+""")
+    assert out["asked"] == [20], "the helper scored the second half of the 40 validation pairs"
+    assert out["split"] == out["whole"], "the halves' counts add up to one process's metrics"
+    assert 0 < out["whole"]["token_accuracy"] < 1
+    assert out["mine"] != out["whole"] and out["mine"]["exact_match"] == 0
+    assert out["helper"] == out["mine"], "the helper scores with the trainer's current parameters"
+    assert out["training"] is True
+
+
+def test_a_failed_evaluation_in_the_helper_is_reported_and_the_next_step_runs() -> None:
+    out = run_script("""
+from explorer.errors import ExplorerError
+t = trainer(2)
+t.run(steps=1)
+vocab = len(t.bundle.src_vocab)
+try:
+    t._helper.submit_evaluation([Pair((3, vocab + 50), (4, 3))])
+    t._helper.collect_evaluation()
+    message = None
+except ExplorerError as exc:
+    message = str(exc)
+t._helper.submit_evaluation([Pair((3, 4), (4, 3))])  # as if the trainer's own half had failed: never collected
+loss = t.train_step(t.next_batch())
+t.close()
+print(json.dumps({"message": message, "loss": loss}))
+""")
+    assert out["message"] is not None and "IndexError" in out["message"]
+    assert out["loss"] > 0
+
+
 def test_the_helper_ignores_ctrl_c_and_ends_when_closed() -> None:
     out = run_script("""
 import os, signal, time

@@ -17,8 +17,8 @@ from explorer.evaluation import task_pairs
 from explorer.recipes import train_task
 from explorer.tasks import TaskSpec, make_task
 from explorer.trace import Trace, trace
-from explorer.train import (Pair, Progress, TaskData, TrainConfig, Trainer, collate, evaluate, new_task_bundle,
-                           token_loss)
+from explorer.train import (Pair, Progress, TaskData, Tally, TrainConfig, Trainer, collate, evaluate, new_task_bundle,
+                           tally, token_loss)
 from explorer.vocab import EOS_ID, PAD_ID, SOS_ID
 
 SMALL_MODEL = {"embed": 8, "hidden": 16, "attn_dim": 8, "bidirectional": False}
@@ -223,6 +223,19 @@ def test_evaluate_keeps_the_models_mode_and_handles_no_pairs(trained_copy):
                                             "alignment_accuracy": None}
     evaluate(model, [Pair((4, 5), (4, 5))])
     assert model.training
+
+
+def test_tallies_of_parts_add_up_to_the_whole_sets_metrics(trained_copy):
+    """What lets two processes score halves of a validation set (explorer/parallel.py)."""
+    bundle = trained_copy.bundle
+    pairs = task_pairs(bundle, samples=60, seed=31, min_len=1, max_len=7)
+    pairs = [Pair(p.src, p.tgt[:-1] if i % 4 == 0 else p.tgt, p.alignment) for i, p in enumerate(pairs)]  # some wrong
+    whole = evaluate(bundle.model, pairs)
+    assert 0 < whole.exact_match < 1 and whole.alignment_accuracy is not None
+    parts = tally(bundle.model, pairs[:25]) + tally(bundle.model, pairs[25:])
+    assert parts == tally(bundle.model, pairs) and parts.metrics() == whole
+    assert parts.n == 60 and parts.tokens_total == sum(len(p.tgt) + 1 for p in pairs)
+    assert Tally() + parts == parts and Tally().metrics() == evaluate(bundle.model, [])
 
 
 def test_collate_pads_sources_and_shifts_targets():
