@@ -108,15 +108,16 @@ print(json.dumps({"left_over": left_over, "fresh": fresh}))
 
 def test_in_two_processes_the_helper_scores_half_of_each_evaluation() -> None:
     out = run_script("""
+from explorer.parallel import GradientHelper
 from explorer.train import evaluate, tally
-t = trainer(2, dropout=0.0)
-t.run(steps=3)  # the helper starts at the first step
 asked = []
-submit = t._helper.submit_evaluation
-t._helper.submit_evaluation = lambda pairs: (asked.append(len(pairs)), submit(pairs))[1]
+submit = GradientHelper.submit_evaluation
+GradientHelper.submit_evaluation = lambda self, pairs: (asked.append(len(pairs)), submit(self, pairs))[1]
+t = trainer(2, dropout=0.0)
+result = t.run()  # 12 steps, an evaluation every 6
+asked_in_run, evaluations = list(asked), len(result.history)
 t.model.train()
 split = t._validate()
-asked_by_validate = list(asked)
 whole = evaluate(t.model, t.data.validation())
 with torch.no_grad():
     t.model.out.bias[5] += 100.0  # in place, in the trainer: every output is now token 5
@@ -125,11 +126,11 @@ helper_alone = t._helper.collect_evaluation()
 mine_alone = tally(t.model, t.data.validation())
 training = t.model.training
 t.close()
-print(json.dumps({"asked": asked_by_validate, "split": split.to_dict(), "whole": whole.to_dict(),
-                  "training": training, "helper": helper_alone.metrics().to_dict(),
+print(json.dumps({"asked": asked_in_run, "evaluations": evaluations, "split": split.to_dict(),
+                  "whole": whole.to_dict(), "training": training, "helper": helper_alone.metrics().to_dict(),
                   "mine": mine_alone.metrics().to_dict()}))
 """)
-    assert out["asked"] == [20], "the helper scored the second half of the 40 validation pairs"
+    assert out["evaluations"] == 2 and out["asked"] == [20, 20], "the helper scored half of the 40 validation pairs"
     assert out["split"] == out["whole"], "the halves' counts add up to one process's metrics"
     assert 0 < out["whole"]["token_accuracy"] < 1
     assert out["mine"] != out["whole"] and out["mine"]["exact_match"] == 0
