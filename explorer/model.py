@@ -167,6 +167,15 @@ def reverse_within_length(lengths: Tensor, S: int) -> Tensor:
     return torch.where(i < L, L - 1 - i, i)
 
 
+def _reorder(x: Tensor, rows: Tensor) -> Tensor:
+    """x (B, S, F) with its B * S positions taken in the order of flat indices `rows` (B * S,).
+
+    index_select on a flat view rather than gather along dim 1: the same values, and with its backward
+    a third of the time at the encoder's shapes (0.23 vs 0.67 ms for 128 x 15 x 64, forward and backward)."""
+    B, S, F = x.shape
+    return x.reshape(B * S, F).index_select(0, rows).view(B, S, F)
+
+
 def _embedding(count: int, dim: int) -> nn.Embedding:
     """An embedding table (the padding row stays zero). On the meta device, where checkpoint loading builds
     a storage-less skeleton to check shapes, its random init is skipped: a meta `normal_` imports
@@ -218,15 +227,18 @@ class Encoder(nn.Module):
         H = self.cfg.hidden
         lengths = lengths.to(src.device)
         last = (lengths - 1).view(B, 1, 1).expand(B, 1, H)  # where each sequence's final state is
-        reverse = reverse_within_length(lengths, S).unsqueeze(-1) if self.cfg.bidirectional else None
+        reverse = None
+        if self.cfg.bidirectional:  # row b * S + i of a (B * S, ·) view: position i of sequence b, reversed
+            within = reverse_within_length(lengths, S) + S * torch.arange(B, device=src.device).unsqueeze(1)
+            reverse = within.reshape(-1)
         finals = []
         for layer, directions in enumerate(self.rnn):
             outs = []
             for d, rnn in enumerate(directions):
-                inp = x if d == 0 else x.gather(1, reverse.expand(B, S, x.shape[-1]))
+                inp = x if d == 0 else _reorder(x, reverse)
                 out, _ = rnn(inp)  # (B, S, H)
                 finals.append(out.gather(1, last).squeeze(1))  # (B, H) state after the last real token
-                outs.append(out if d == 0 else out.gather(1, reverse.expand(B, S, H)))
+                outs.append(out if d == 0 else _reorder(out, reverse))
             x = torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]  # (B, S, dirs*H)
             if layer + 1 < len(self.rnn):
                 x = self.dropout(x)

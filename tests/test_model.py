@@ -14,7 +14,9 @@ from explorer.model import (
     ModelConfig,
     Seq2Seq,
     UnsharedRNN,
+    _reorder,
     count_parameters,
+    reverse_within_length,
     rnn_parameter_count,
 )
 from explorer.vocab import EOS_ID, PAD_ID, SOS_ID
@@ -97,6 +99,25 @@ def test_a_padded_batch_gives_each_sequence_exactly_what_it_gets_alone(random_bu
             T = int(alone_free.lengths[0])
             assert free.ids[b, :T].tolist() == alone_free.ids[0, :T].tolist()
             assert int(free.lengths[b]) == T
+
+
+def test_reversing_within_length_by_flat_rows_equals_gather_along_positions():
+    """The encoder's backward direction reads each sequence reversed: _reorder (index_select on a flat
+    view, for speed) must give exactly what gather along the positions gives, values and gradients."""
+    torch.manual_seed(0)
+    lengths = torch.tensor([4, 1, 3, 4])
+    B, S = 4, 4
+    index = reverse_within_length(lengths, S)
+    assert index.tolist()[:2] == [[3, 2, 1, 0], [0, 1, 2, 3]]
+    x = torch.randn(B, S, 5, requires_grad=True)
+    flat = (index + S * torch.arange(B).unsqueeze(1)).reshape(-1)
+    g = torch.randn(B, S, 5)
+    mine = _reorder(x, flat)
+    (mine_grad,) = torch.autograd.grad(mine, x, g)
+    theirs = x.gather(1, index.unsqueeze(-1).expand(B, S, 5))
+    (theirs_grad,) = torch.autograd.grad(theirs, x, g)
+    assert torch.equal(mine, theirs) and torch.equal(mine_grad, theirs_grad)
+    assert torch.equal(mine[2, 3], x[2, 3]) and torch.equal(mine[2, 0], x[2, 2]), "padding stays in place"
 
 
 def test_padding_is_never_attended(random_attention_bundle):
