@@ -292,7 +292,12 @@ class Attention(nn.Module):
     def score(self, q: Tensor, k: Tensor) -> Tensor:
         """e_ti for every i: q (B, D), k (B, S, D) -> (B, S)."""
         if self.w is not None:
-            return self.w(torch.tanh(q.unsqueeze(1) + k)).squeeze(-1)
+            # wᵀ tanh(u) computed as 2 wᵀ σ(2u) − Σ w, since tanh u = 2σ(2u) − 1: the same scores (to float
+            # rounding), and torch's CPU sigmoid is ~6x faster than its tanh (at D = 128 the additive score's
+            # forward and backward take 0.7-0.8 ms a decoder step instead of 1.3-1.6 ms).
+            u = torch.sigmoid(torch.add((2 * q).unsqueeze(1), k, alpha=2))  # (B, S, D): σ(2q + 2k) in one pass
+            w = self.w.weight[0]  # (D,)
+            return (u @ w).mul_(2).sub_(w.sum())
         e = (k * q.unsqueeze(1)).sum(-1)  # (B, S): e_ti = k_i · q_t (a broadcast product: faster than bmm on CPU)
         return e / math.sqrt(self.d) if self.kind == "scaled_dot" else e
 
@@ -502,7 +507,9 @@ class Seq2Seq(nn.Module):
         if not in_order:
             memory, tgt_in, steps = memory.select(order), tgt_in.index_select(0, order), steps.index_select(0, order)
         running = (steps.unsqueeze(0) > torch.arange(T, device=steps.device).unsqueeze(1)).sum(1).tolist()
-        embedded = self.embed(tgt_in)  # (B, T, E)
+        # y_{t-1}'s embeddings looked up at once and split by step: the backward pass then stacks T slices once,
+        # where slicing (B, T, E) per step wrote a zero (B, T, E) gradient per step (at E = 128, 8% of a step).
+        embedded = self.embed(tgt_in).unbind(1)  # T x (B, E)
         state, c = memory.s0, self.initial_context(B, tgt_in.device)
         views: dict[int, Memory] = {B: memory}  # the memory of the first n rows
         tops, contexts, weights, places = [], [], [], []
@@ -514,7 +521,7 @@ class Seq2Seq(nn.Module):
                 views[n] = Memory(memory.h[:n], cut(memory.keys), cut(memory.values), memory.mask[:n], None)
             c = c[:n] if c is not None else None
             state = (state[0][:, :n], state[1][:, :n]) if self.is_lstm else state[:, :n]
-            step = self.decode_step(tgt_in[:n, t], state, c, views[n], embedded=embedded[:n, t], readout=False)
+            step = self.decode_step(tgt_in[:n, t], state, c, views[n], embedded=embedded[t][:n], readout=False)
             tops.append(step.s)
             places.append(torch.arange(n, device=tgt_in.device) * T + t)  # row b at step t is b * T + t
             if step.weights is not None:
