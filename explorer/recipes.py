@@ -70,12 +70,13 @@ def _pick(args: argparse.Namespace, defaults: dict[str, Any], names: dict[str, s
 def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: TrainConfig,
                on_step: Callback | None = None, on_eval: Callback | None = None,
                stop: threading.Event | None = None, device: str | torch.device | None = "auto",
-               processes: int = 1) -> tuple[ModelBundle, Trainer, TrainResult]:
+               processes: int = 1, probe: bool = False) -> tuple[ModelBundle, Trainer, TrainResult]:
     """Build a fresh model for a toy task and train it (on `device`, see devices.pick_device; with two
-    `processes`, see parallel.py: the caller closes the returned trainer)."""
+    `processes`, see parallel.py: the caller closes the returned trainer). `probe`: trace the probe input
+    at each evaluation for `on_eval` (Progress.probe); off by default, as the CLI shows no trace."""
     bundle, task = new_task_bundle(spec, name, seed=cfg.seed, **model_options)
     data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
-    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop, device=device,
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop, probe=probe, device=device,
                       processes=processes)
     try:
         return bundle, trainer, trainer.run()

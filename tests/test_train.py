@@ -269,10 +269,19 @@ def test_train_config_rejects_impossible_settings(options, message):
 
 
 def test_train_task_builds_trains_and_reports():
-    bundle, trainer, result = train_task(SPEC, "mini", dict(SMALL_MODEL), SHORT_RUN)
+    evals = []
+    bundle, trainer, result = train_task(SPEC, "mini", dict(SMALL_MODEL), SHORT_RUN, on_eval=evals.append)
     assert bundle.task == SPEC and bundle.name == "mini" and trainer.bundle is bundle
     assert result.steps == SHORT_RUN.steps and result.reason == "steps"
     assert make_task(SPEC).max_source_len <= bundle.model.cfg.max_src_len
+    # the CLI shows no probe trace, so by default none is made at each evaluation (0.1 s of a 5-15 run)
+    assert [p.step for p in evals] == [3, 6] and all(p.probe is None for p in evals)
+
+
+def test_train_task_traces_the_probe_when_asked():
+    evals = []
+    train_task(SPEC, "mini", dict(SMALL_MODEL), SHORT_RUN, on_eval=evals.append, probe=True)
+    assert len(evals) == 2 and all(isinstance(p.probe, Trace) for p in evals)
 
 
 def test_attention_focus_of_an_aligning_model_and_of_one_without_attention(trained_copy, make_random_bundle):
