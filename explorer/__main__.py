@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--plateau-patience", type=int, default=None,
                    help="halve the learning rate after N evaluations without a better validation token accuracy "
                         "(0: off; toy-task default in recipes.TRAIN_DEFAULTS)")
+    t.add_argument("--curriculum", type=int, default=None,
+                   help="toy tasks: over the first N steps the longest training input grows from --min-len to "
+                        "--max-len (0: off; default in recipes.TRAIN_DEFAULTS)")
     t.add_argument("--teacher-forcing", type=float, default=1.0)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--target-accuracy", type=float, default=None)

@@ -178,8 +178,8 @@ class _Watched:
         self.inner, self._probe, self.keep = inner, probe, keep
         self.recent: list[Pair] = []
 
-    def batch(self, rng: random.Random, n: int) -> list[Pair]:
-        pairs = self.inner.batch(rng, n)
+    def batch(self, rng: random.Random, n: int, share: float = 1.0) -> list[Pair]:
+        pairs = self.inner.batch(rng, n, share)
         self.recent = (self.recent + list(pairs))[-self.keep:]
         return pairs
 

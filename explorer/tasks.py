@@ -314,12 +314,15 @@ class Task:
             return list(string.digits + "-")
         return list(self.spec.alphabet)
 
-    def sample(self, rng: random.Random, n: int) -> list[Example]:
-        """n fresh random examples (sequence lengths uniform in [min_len, max_len])."""
+    def sample(self, rng: random.Random, n: int, max_len: int | None = None) -> list[Example]:
+        """n fresh random examples (sequence lengths uniform in [min_len, max_len]; a `max_len` within that
+        range lowers the top, as a training curriculum does; dates ignore it)."""
         _check_count(n)
         if self.is_dates:
             return [self._sample_date(rng) for _ in range(n)]
         lo, hi = self.spec.min_len, self.spec.max_len
+        if max_len is not None:
+            hi = min(hi, max(lo, max_len))
         return [self._sample_sequence(rng, rng.randint(lo, hi)) for _ in range(n)]
 
     def sample_length(self, rng: random.Random, n: int, length: int) -> list[Example]:

@@ -38,6 +38,8 @@ class TrainConfig:
     min_lr_ratio: float = 0.1  # cosine decay from lr to lr * this over `steps`
     plateau_patience: int = 0  # also halve the lr after this many evaluations without a better validation
     #                            token accuracy, down to lr * min_lr_ratio (0: off)
+    curriculum: int = 0  # toy sequence tasks: over this many first steps (at most half of `steps`) the longest
+    #                      training input grows from min_len to max_len (0: off); validation covers the whole range
     clip: float = 1.0
     teacher_forcing: float = 1.0
     seed: int = 0
@@ -58,6 +60,8 @@ class TrainConfig:
             problems.append("teacher forcing ratio must be in [0, 1]")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             problems.append("target accuracy must be in (0, 1]")
+        if self.curriculum < 0:
+            problems.append("the curriculum's length in steps cannot be negative")
         if self.eval_every < 1 or self.eval_samples < 1:
             problems.append("evaluation interval and size must be positive")
         if self.plateau_patience < 0:
@@ -78,7 +82,7 @@ class Pair:
 class DataSource(Protocol):
     """Where training batches and the fixed validation set come from."""
 
-    def batch(self, rng: random.Random, n: int) -> list[Pair]: ...
+    def batch(self, rng: random.Random, n: int, share: float = 1.0) -> list[Pair]: ...
     def validation(self) -> list[Pair]: ...
     def probe_text(self) -> str: ...
 
@@ -94,8 +98,13 @@ class TaskData:
     def _pair(self, e) -> Pair:
         return Pair(tuple(self.src_vocab.encode(e.source)), tuple(self.tgt_vocab.encode(e.target)), e.alignment)
 
-    def batch(self, rng: random.Random, n: int) -> list[Pair]:
-        return [self._pair(e) for e in self.task.sample(rng, n)]
+    def batch(self, rng: random.Random, n: int, share: float = 1.0) -> list[Pair]:
+        """n fresh pairs; `share` < 1 (a curriculum) draws lengths from that first share of the length range."""
+        longest = None
+        if share < 1.0:
+            lo, hi = self.task.spec.min_len, self.task.spec.max_len
+            longest = lo + round((hi - lo) * max(0.0, share))
+        return [self._pair(e) for e in self.task.sample(rng, n, longest)]
 
     def validation(self) -> list[Pair]:
         return self._valid
@@ -126,7 +135,8 @@ class PairData:
             rng.shuffle(self._order)
         return self._order.pop()
 
-    def batch(self, rng: random.Random, n: int) -> list[Pair]:
+    def batch(self, rng: random.Random, n: int, share: float = 1.0) -> list[Pair]:
+        """The next bucketed batch (`share`, a curriculum's, is ignored: a corpus has no length knob)."""
         if not self._ready or len(self._ready[-1]) != n:
             pool = [self._train[self._next_index(rng)] for _ in range(n * self.POOL_BATCHES)]
             pool.sort(key=lambda p: (len(p.src), len(p.tgt)))
@@ -365,7 +375,7 @@ class Trainer:
         value = loss.item()
         if helper is not None:
             if prefetch and self._prefetched is None:
-                self._prefetched = self.data.batch(self.rng, self.cfg.batch_size)
+                self._prefetched = self._draw(self.step + 1)
             value += helper.collect()
         if self.cfg.clip:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
@@ -376,7 +386,14 @@ class Trainer:
         """The next training batch: the one drawn ahead during the last step, else a new one (the same
         batches in the same order either way: only this trainer's generator draws them)."""
         batch, self._prefetched = self._prefetched, None
-        return batch if batch is not None else self.data.batch(self.rng, self.cfg.batch_size)
+        return batch if batch is not None else self._draw(self.step)
+
+    def _draw(self, step: int) -> list[Pair]:
+        """A batch for 0-based `step`: with a curriculum, inputs no longer than its ramp allows by then (the
+        ramp takes at most half the configured steps, so a short run still trains on every length)."""
+        ramp = min(self.cfg.curriculum, self.cfg.steps // 2)
+        share = min(1.0, (step + 1) / ramp) if ramp else 1.0
+        return self.data.batch(self.rng, self.cfg.batch_size, share)
 
     def _gradient_helper(self) -> GradientHelper | None:
         """The second process of a two-process run, started at the first step that can use it."""

@@ -58,7 +58,7 @@ TRAIN_ARGS = ["--task", "copy", "--min-len", "1", "--max-len", "6", "--attention
               "--seed", "3", "--target-accuracy", "0.99", "--max-seconds", "60",
               # small and short: what `train --help` offers beyond the contract
               "--steps", "40", "--batch-size", "32", "--embed", "8", "--hidden", "24", "--attn-dim", "12",
-              "--eval-every", "20", "--eval-samples", "40", "--threads", "1"]
+              "--eval-every", "20", "--eval-samples", "40", "--curriculum", "10", "--threads", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +92,7 @@ def test_train_shows_progress_and_writes_a_checkpoint(cli_training):
     assert (cfg.attention, cfg.cell, cfg.hidden, cfg.embed, cfg.attn_dim) == ("scaled_dot", "gru", 24, 8, 12)
     assert (bundle.task.name, bundle.task.min_len, bundle.task.max_len) == ("copy", 1, 6)
     assert bundle.training["seed"] == 3 and bundle.training["steps_done"] == 40
+    assert bundle.training["curriculum"] == 10 and bundle.training["plateau_patience"] == 2  # flag; recipe default
 
 
 class Payload:

@@ -100,6 +100,15 @@ def test_solve_round_trips_samples_for_any_seed(seed, name):
         assert t.solve(t.tokenize(t.detokenize(ex.source))) == ex
 
 
+@pytest.mark.parametrize("name", ["copy", "reverse", "sort"])
+def test_a_lower_max_len_caps_sampled_lengths_and_the_full_one_draws_as_without(name):
+    t = task(name, min_len=3, max_len=9)
+    assert {len(ex.source) for ex in t.sample(random.Random(0), 200, max_len=5)} == {3, 4, 5}
+    assert {len(ex.source) for ex in t.sample(random.Random(0), 50, max_len=1)} == {3}  # never under min_len
+    assert t.sample(random.Random(4), 30, max_len=9) == t.sample(random.Random(4), 30)
+    assert t.sample(random.Random(4), 30, max_len=99) == t.sample(random.Random(4), 30)
+
+
 def test_sample_length_gives_exact_lengths_even_outside_the_range():
     t = task("reverse", min_len=5, max_len=8)
     for length in (1, 5, 20):

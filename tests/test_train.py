@@ -262,10 +262,57 @@ def test_validation_data_is_fixed_by_the_seed_and_batches_are_fresh():
     ({"teacher_forcing": 1.5}, r"teacher forcing ratio must be in \[0, 1\]"),
     ({"target_accuracy": 0}, r"target accuracy must be in \(0, 1\]"),
     ({"eval_every": 0}, "evaluation interval and size must be positive"),
+    ({"curriculum": -1}, "curriculum's length in steps cannot be negative"),
 ])
 def test_train_config_rejects_impossible_settings(options, message):
     with pytest.raises(ExplorerError, match=message):
         TrainConfig(**options)
+
+
+class _Recorded(TaskData):
+    """TaskData that notes the share of the length range and the longest source of each batch drawn."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.drawn: list[tuple[float, int]] = []
+
+    def batch(self, rng: random.Random, n: int, share: float = 1.0) -> list[Pair]:
+        pairs = super().batch(rng, n, share)
+        self.drawn.append((share, max(len(p.src) for p in pairs)))
+        return pairs
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_curriculum_grows_the_longest_input_over_its_steps_then_draws_every_length(processes):
+    """Step k of a 4-step curriculum draws lengths up to min_len + (k+1)/4 of the range; with two processes
+    the next batch is drawn during a step, for the step after it. The ramp takes at most half the run."""
+    spec = TaskSpec("reverse", 2, 10)
+    cfg = TrainConfig(steps=10, batch_size=64, eval_every=10, eval_samples=60, seed=3, curriculum=4)
+    bundle, task = new_task_bundle(spec, "c", seed=3, **SMALL_MODEL)
+    data = _Recorded(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
+    trainer = Trainer(bundle, data, cfg, probe=False, processes=processes)
+    try:
+        trainer.run()
+    finally:
+        trainer.close()
+    shares = [share for share, _ in data.drawn]
+    assert shares[:10] == [0.25, 0.5, 0.75] + [1.0] * 7
+    assert [longest for _, longest in data.drawn[:3]] == [4, 6, 8]  # 64 draws reach the top of each range
+    assert max(longest for _, longest in data.drawn[3:10]) == 10
+    assert all(len(p.src) in range(2, 11) for p in data.validation()) and \
+        max(len(p.src) for p in data.validation()) == 10  # validation always spans the whole range
+    short = Trainer(bundle, _Recorded(task, bundle.src_vocab, bundle.tgt_vocab, 10, 3),
+                    TrainConfig(steps=4, batch_size=8, eval_every=4, eval_samples=10, curriculum=100), probe=False)
+    short.run()
+    assert [share for share, _ in short.data.drawn][:4] == [0.5, 1.0, 1.0, 1.0]
+
+
+def test_without_a_curriculum_every_batch_draws_the_whole_range():
+    trainer = short_trainer()
+    recorded = _Recorded(trainer.data.task, trainer.bundle.src_vocab, trainer.bundle.tgt_vocab, 20, 5)
+    trainer.data = recorded
+    trainer.run()
+    assert {share for share, _ in recorded.drawn} == {1.0}
 
 
 def test_train_task_builds_trains_and_reports():

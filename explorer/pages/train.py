@@ -27,9 +27,9 @@ CELL_CHOICES = ("gru", "lstm", "rnn")
 REFRESH_SECONDS = 2.0  # the live panel's refresh while training (each refresh takes CPU from training)
 LIMITS = jobs.LIMITS
 
-# Widget defaults per data source. Toy: the recipe's model with a 400-step cosine schedule, which takes
-# reverse 5–15 to 99 % exact match at step 300–325 (seeds 0–2; lengths 20–30 need the CLI's 800 steps,
-# see explorer/recipes.py). Translation: smaller than the CLI's so a browser run on 2 cores finishes in
+# Widget defaults per data source. Toy: the recipe's model with a 400-step cosine schedule and the recipe's
+# length curriculum, which takes reverse 5–15 to 99 % exact match in about 300 steps (lengths 20–30 need the
+# CLI's 800 steps, see explorer/recipes.py). Translation: smaller than the CLI's so a browser run on 2 cores finishes in
 # minutes.
 TOY_STEPS = 400
 MODEL_SETTINGS = {
@@ -143,7 +143,8 @@ def _settings() -> tuple[dict, TrainConfig, float | None]:
                       target_accuracy=float(setting("target")) / 100 if setting("use_target") else None,
                       eval_every=jobs.eval_interval(steps, TRAIN_DEFAULTS["eval_every"]),
                       eval_samples=TRAIN_DEFAULTS["eval_samples"],
-                      plateau_patience=TRAIN_DEFAULTS["plateau_patience"] if setting("source") == TOY else 0)
+                      plateau_patience=TRAIN_DEFAULTS["plateau_patience"] if setting("source") == TOY else 0,
+                      curriculum=TRAIN_DEFAULTS["curriculum"] if setting("source") == TOY else 0)
     return model_options, cfg, epochs
 
 
