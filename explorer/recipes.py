@@ -35,8 +35,8 @@ from .vocab import Vocab
 # reference's spacing) stops a run sooner at ~5% of its time; halving the learning rate after two
 # evaluations without a better token accuracy gets the last percent. A curriculum over the first 150 steps
 # (the longest training input grows from min_len to max_len; validation always spans the whole range)
-# cut the source tokens trained on before 99% on 5-15 by 15% over twelve seeds (4.48M against 5.24M) and
-# the training time by about as much; 20-30 still reached 99% in all five seeds tried (400-600 steps).
+# cut the source tokens trained on before 99% on 5-15 by 15% over twelve seeds (4.48M against 5.24M);
+# 20-30 still reached 99% in all five seeds tried (400-600 steps).
 MODEL_DEFAULTS: dict[str, Any] = {"embed": 32, "hidden": 64, "attn_dim": 32, "bidirectional": True}
 TRAIN_DEFAULTS: dict[str, Any] = {"steps": 800, "batch_size": 128, "lr": 3e-3, "eval_every": 25,
                                   "eval_samples": 500, "plateau_patience": 2, "curriculum": 150}
@@ -133,9 +133,9 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
     model_names = {"embed": "embed", "hidden": "hidden", "attn_dim": "attn_dim", "layers": "layers",
                    "attention": "attention", "cell": "cell", "dropout": "dropout", "bidirectional": "bidirectional"}
     train_names = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "clip": "clip",
-                   "plateau_patience": "plateau_patience", "curriculum": "curriculum", "teacher_forcing": "teacher_forcing", "seed": "seed",
-                   "target_accuracy": "target_accuracy", "max_seconds": "max_seconds", "eval_every": "eval_every",
-                   "eval_samples": "eval_samples"}
+                   "plateau_patience": "plateau_patience", "curriculum": "curriculum",
+                   "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
+                   "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples"}
     if args.task:
         model_options = _pick(args, MODEL_DEFAULTS, model_names)
         cfg = TrainConfig(**_pick(args, TRAIN_DEFAULTS, train_names))

@@ -15,7 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import checkpoint, jobs
-from explorer.recipes import MODEL_DEFAULTS
+from explorer.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -86,8 +86,9 @@ def test_page_offers_the_fast_defaults():
     assert at.selectbox(key="train_task").value == "reverse"
     assert (at.number_input(key="train_min_len").value, at.number_input(key="train_max_len").value) == (5, 15)
     assert at.number_input(key="train_hidden").value == MODEL_DEFAULTS["hidden"]
-    assert at.number_input(key="train_steps").value == 400  # reaches 99 % at step 240–260 (seeds 0–2)
+    assert at.number_input(key="train_steps").value == 400  # reaches 99 % at step 225–325 (seeds 0–2)
     assert at.checkbox(key="train_use_target").value and at.number_input(key="train_target").value == 99.0
+    assert at.checkbox(key="train_curriculum").value  # the recipe's length curriculum
     assert at.selectbox(key="train_attention").options == ["none", "dot", "scaled_dot", "additive"]
     assert not at.get("progress")  # nothing trains yet
 
@@ -112,6 +113,7 @@ def test_short_training_runs_to_completion_and_joins_the_session_models():
     assert at.session_state["models"].names() == ["reverse-trained"]
     model = at.session_state["models"].get("reverse-trained")
     assert model.training["steps_done"] == 30 and not model.model.training
+    assert model.training["curriculum"] == TRAIN_DEFAULTS["curriculum"]
     assert at.get("download_button")[0].proto.label.endswith("Download checkpoint")
     assert at.button(key="train_continue") and at.button(key="train_open_explore")
     assert not at.button(key="train_start").disabled  # settings usable again
@@ -120,6 +122,7 @@ def test_short_training_runs_to_completion_and_joins_the_session_models():
 def test_stop_mid_run_keeps_the_model_and_continue_trains_on_with_a_new_lr():
     at = train_page()
     set_tiny(at, steps=50_000)
+    at.checkbox(key="train_curriculum").set_value(False).run()
     at.button(key="train_start").click().run()
     run_until(at, lambda: job(at).step >= 12)
     assert at.button(key="train_start").disabled  # one job per session
@@ -133,6 +136,7 @@ def test_stop_mid_run_keeps_the_model_and_continue_trains_on_with_a_new_lr():
     assert job(at).state == jobs.STOPPED and 12 <= stopped_at < 50_000
     assert progress_text(at).startswith(f"Stopped at step {stopped_at:,}")
     assert at.session_state["models"].get("reverse-trained").training["steps_done"] == stopped_at
+    assert at.session_state["models"].get("reverse-trained").training["curriculum"] == 0  # switched off
 
     at.number_input(key="train_more_steps").set_value(20)
     at.number_input(key="train_more_lr").set_value(0.002)
