@@ -44,14 +44,19 @@ def test_curves_update_while_training(server):
     with chromium(width=1600, height=2000) as page:
         page.goto(server.url + "/train")
         wait_idle(page, settle=1000)
-        # the default task (reverse 5–15) with a smaller model, so the test is quick on a busy machine
+        # the default task (reverse 5–15) with a smaller model, so the test is quick on a busy machine; more
+        # steps than the test lasts and no target, so the run is still going when Stop is clicked (a 300-step
+        # run could finish first on a quiet machine)
         set_number(page, "Hidden size", "32")
         set_number(page, "Batch size", "32")
-        set_number(page, "Steps", "300")
+        set_number(page, "Steps", "20000")
+        page.get_by_text("Stop at target").click()
+        wait_idle(page)
+        assert not page.get_by_role("checkbox", name="Stop at target").is_checked()
         page.get_by_role("button", name="Start training").click()
         wait_for_points(page, "Loss", 0)
         first_points, first_text = points(page, "Loss"), progress(page)
-        assert re.search(r"Step [\d,]+ of 300", first_text)
+        assert re.search(r"Step [\d,]+ of 20,000", first_text)
         wait_for_points(page, "Loss", first_points)  # the fragment refreshes the chart on its own
         assert points(page, "Loss") > first_points
         page.wait_for_function(f"() => document.querySelector('[data-testid=\"stProgress\"]').innerText "
