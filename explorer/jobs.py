@@ -458,9 +458,10 @@ def task_job(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Trai
              probe: str | None = None, publish: Callable[[ModelBundle], None] | None = None,
              limits: Limits = LIMITS) -> TrainingJob:
     """A (not yet started) job training a fresh model on a toy task."""
-    from .train import new_task_bundle
+    from .train import new_task_bundle, task_config
     limits.check(model_options, cfg, spec)
     bundle, task = new_task_bundle(spec, name, seed=cfg.seed, **model_options)
+    cfg = task_config(cfg, task)
     if probe is not None:
         bundle.prepare(probe)  # an unusable probe is refused now, with the reason
     data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)

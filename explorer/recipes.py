@@ -21,7 +21,8 @@ from .errors import ExplorerError
 from .model import ModelConfig, seeded_model
 from .parallel import usable_cores
 from .tasks import TaskSpec
-from .train import Callback, Pair, PairData, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle
+from .train import (Callback, Pair, PairData, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle,
+                    task_config)
 from .vocab import Vocab
 
 # Defaults that train a good model fast on 2 CPU cores (measured with `python -m explorer train --task
@@ -78,6 +79,7 @@ def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Tr
     `processes`, see parallel.py: the caller closes the returned trainer). `probe`: trace the probe input
     at each evaluation for `on_eval` (Progress.probe); off by default, as the CLI shows no trace."""
     bundle, task = new_task_bundle(spec, name, seed=cfg.seed, **model_options)
+    cfg = task_config(cfg, task)
     data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
     trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop, probe=probe, device=device,
                       processes=processes)

@@ -10,7 +10,7 @@ import math
 import random
 import threading
 import time
-from dataclasses import asdict, astuple, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field, replace
 from typing import Callable, Protocol, Sequence
 
 import torch
@@ -492,6 +492,11 @@ class Trainer:
                                 "processes": processes}
         self.bundle.metrics = {"validation": self.last_metrics.to_dict()}
         return TrainResult(self.step, self.examples, self.seconds, reason, self.last_metrics, self.history, processes)
+
+
+def task_config(cfg: TrainConfig, task: Task) -> TrainConfig:
+    """`cfg` as it applies to `task`: dates have no input length to grow, so no curriculum (nor one recorded)."""
+    return replace(cfg, curriculum=0) if task.is_dates and cfg.curriculum else cfg
 
 
 def new_task_bundle(spec: TaskSpec, name: str, seed: int = 0, **model_options) -> tuple[ModelBundle, Task]:

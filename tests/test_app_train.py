@@ -91,6 +91,8 @@ def test_page_offers_the_fast_defaults():
     assert at.checkbox(key="train_curriculum").value  # the recipe's length curriculum
     assert at.selectbox(key="train_attention").options == ["none", "dot", "scaled_dot", "additive"]
     assert not at.get("progress")  # nothing trains yet
+    at.selectbox(key="train_task").set_value("dates").run()
+    assert "train_curriculum" not in [box.key for box in at.checkbox]  # no input length to grow
 
 
 def test_short_training_runs_to_completion_and_joins_the_session_models():

@@ -307,6 +307,13 @@ def test_a_curriculum_grows_the_longest_input_over_its_steps_then_draws_every_le
     assert [share for share, _ in short.data.drawn][:4] == [0.5, 1.0, 1.0, 1.0]
 
 
+def test_dates_have_no_length_to_grow_so_train_without_a_curriculum():
+    cfg = TrainConfig(steps=4, batch_size=8, eval_every=4, eval_samples=10, curriculum=2)
+    dates, _, _ = train_task(TaskSpec("dates"), "d", dict(SMALL_MODEL), cfg)
+    digits, _, _ = train_task(SPEC, "c", dict(SMALL_MODEL), cfg)
+    assert dates.training["curriculum"] == 0 and digits.training["curriculum"] == 2
+
+
 def test_without_a_curriculum_every_batch_draws_the_whole_range():
     trainer = short_trainer()
     recorded = _Recorded(trainer.data.task, trainer.bundle.src_vocab, trainer.bundle.tgt_vocab, 20, 5)

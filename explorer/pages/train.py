@@ -291,7 +291,7 @@ def _setup_panel(running: bool) -> None:
         b.number_input("Seed", 0, 2**31 - 1, key="train_seed", disabled=running)
         st.slider("Teacher forcing ratio", 0.0, 1.0, key="train_teacher_forcing", step=0.05, disabled=running,
                   help="how often the decoder is fed the true previous token instead of its own guess")
-        if ss["train_source"] == TOY:
+        if ss["train_source"] == TOY and ss.get("train_task") != "dates":  # dates have no length to grow
             st.checkbox("Short inputs first", key="train_curriculum", disabled=running,
                         help=f"a length curriculum: the longest training input grows from the shortest length to the "
                              f"longest over the first {TRAIN_DEFAULTS['curriculum']} steps (at most half the run); "
