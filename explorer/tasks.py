@@ -415,10 +415,17 @@ def alignment_hits(weights: np.ndarray, alignment: Alignment) -> tuple[int, int]
     weights = np.asarray(weights)
     if weights.ndim != 2:
         raise ValueError(f"weights must be (T, S), got shape {weights.shape}")
+    if weights.shape[1] == 0:
+        return 0, 0
+    return argmax_hits(weights.argmax(axis=1).tolist(), alignment)
+
+
+def argmax_hits(argmax: Sequence[int], alignment: Alignment) -> tuple[int, int]:
+    """alignment_hits from each step's attention argmax, for callers that take the argmax of a whole batch
+    at once (evaluation: one numpy argmax per row and step was a third of its time)."""
     hits = counted = 0
-    for t in range(min(len(alignment), weights.shape[0])):
-        if not alignment[t] or weights.shape[1] == 0:
-            continue
-        counted += 1
-        hits += int(np.argmax(weights[t])) in alignment[t]
+    for t in range(min(len(alignment), len(argmax))):
+        if alignment[t]:
+            counted += 1
+            hits += argmax[t] in alignment[t]
     return hits, counted

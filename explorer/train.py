@@ -24,7 +24,7 @@ from .model import SEED_LOCK, ModelConfig, Seq2Seq, seeded_model
 from .optim import Adam
 from .parallel import GradientHelper
 from .parallel import available as parallel_available
-from .tasks import Task, TaskSpec, alignment_hits, make_task
+from .tasks import Task, TaskSpec, argmax_hits, make_task
 from .vocab import EOS_ID, PAD_ID, SOS_ID, Vocab
 
 
@@ -203,7 +203,9 @@ def tally(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Tally:
             longest = min(model.cfg.max_tgt_len, max(len(p.tgt) for p in part) + 1)
             out = greedy_batch(model, [p.src for p in part], max_len=longest)
             ids = out.ids.tolist()
-            weights = None if out.weights is None else out.weights.cpu()  # one copy per chunk off a GPU
+            # each step's attention argmax, for the whole chunk at once (one copy off a GPU); padding has weight
+            # 0 and a row's real positions sum to 1, so the argmax of a full row is that of its real part
+            top = None if out.weights is None else out.weights.argmax(-1).tolist()
             for b, p in enumerate(part):
                 pred = strip_output(ids[b])
                 exact += pred == list(p.tgt) and EOS_ID in ids[b][: len(p.tgt) + 1]
@@ -211,8 +213,8 @@ def tally(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Tally:
                 row = ids[b] + [PAD_ID] * max(0, len(truth) - len(ids[b]))
                 tokens_right += sum(int(row[t] == truth[t]) for t in range(len(truth)))
                 tokens_total += len(truth)
-                if p.alignment is not None and weights is not None:
-                    h, c = alignment_hits(weights[b, :, : len(p.src)].numpy(), p.alignment)
+                if p.alignment is not None and top is not None:
+                    h, c = argmax_hits(top[b], p.alignment)
                     hits, counted = hits + h, counted + c
     finally:
         model.train(was_training)

@@ -217,6 +217,21 @@ def test_evaluate_scores_alignment_as_often_as_attention_hits_the_truth(trained_
     assert evaluate(bundle.model, [Pair(src, tgt, no_truth)]).alignment_accuracy is None
 
 
+def test_alignment_of_a_padded_batch_counts_as_each_input_alone(trained_copy):
+    """tally takes each step's attention argmax over whole padded rows at once: padding has weight 0, so
+    every input scores as its own trace does (against the anti-diagonal, so hits and misses both occur)."""
+    from explorer.tasks import alignment_hits
+    bundle = trained_copy.bundle
+    texts = ["1234", "98", "5551234", "7", "31415"]
+    pairs = [Pair(ids(bundle, t), ids(bundle, t), tuple(frozenset({len(t) - 1 - i}) for i in range(len(t))))
+             for t in texts]
+    together = tally(bundle.model, pairs)
+    alone = [alignment_hits(trace(bundle, t).weights, p.alignment) for t, p in zip(texts, pairs)]
+    assert together.alignment_hits == sum(hits for hits, _ in alone)
+    assert together.alignment_counted == sum(counted for _, counted in alone) == sum(len(t) for t in texts)
+    assert 0 < together.alignment_hits < together.alignment_counted
+
+
 def test_evaluate_keeps_the_models_mode_and_handles_no_pairs(trained_copy):
     model = copy.deepcopy(trained_copy.bundle.model).train()
     assert evaluate(model, []).to_dict() == {"n": 0, "exact_match": 0.0, "token_accuracy": 0.0,
