@@ -203,9 +203,11 @@ def tally(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Tally:
             longest = min(model.cfg.max_tgt_len, max(len(p.tgt) for p in part) + 1)
             out = greedy_batch(model, [p.src for p in part], max_len=longest)
             ids = out.ids.tolist()
-            # each step's attention argmax, for the whole chunk at once (one copy off a GPU); padding has weight
-            # 0 and a row's real positions sum to 1, so the argmax of a full row is that of its real part
-            top = None if out.weights is None else out.weights.argmax(-1).tolist()
+            # each step's attention argmax, for the whole chunk at once (one copy off a GPU), only where some
+            # pair has a true alignment (translation pairs have none); padding has weight 0 and a row's real
+            # positions sum to 1, so the argmax of a full row is that of its real part
+            aligned = out.weights is not None and any(p.alignment is not None for p in part)
+            top = out.weights.argmax(-1).tolist() if aligned else None
             for b, p in enumerate(part):
                 pred = strip_output(ids[b])
                 exact += pred == list(p.tgt) and EOS_ID in ids[b][: len(p.tgt) + 1]
