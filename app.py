@@ -13,6 +13,7 @@ from typing import Callable  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from explorer.pages import warmup  # noqa: E402
+from explorer.pages.addresses import explore_alias, explore_page  # noqa: E402
 
 st.set_page_config(page_title="Attention Explorer", page_icon="🔍", layout="wide")
 
@@ -26,11 +27,13 @@ def _lazy(module: str) -> Callable[[], None]:
     return render
 
 
+explore = explore_page(_lazy("explore"))
 navigation = st.navigation([
-    st.Page(_lazy("explore"), title="Explore", icon="🔍", url_path="explore", default=True),
+    explore,
     st.Page(_lazy("train"), title="Train", icon="🏋️", url_path="train"),
     st.Page(_lazy("compare"), title="Compare", icon="⚖️", url_path="compare"),
     st.Page(_lazy("learn"), title="Learn", icon="📖", url_path="learn"),
+    explore_alias(explore),
 ])
 holder = warmup.start()
 try:

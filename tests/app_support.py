@@ -72,10 +72,11 @@ def pretrained_at(folder: Path) -> Iterator[Path]:
 APP = """
 import streamlit as st
 from explorer.pages import compare, explore, learn, train
+from explorer.pages.addresses import EXPLORE_PATH
 st.set_page_config(page_title="Attention Explorer", layout="wide")
 first = {first!r}
 st.navigation([
-    st.Page(explore.render, title="Explore", url_path="explore", default=first == "explore"),
+    st.Page(explore.render, title="Explore", url_path=EXPLORE_PATH, default=first == "explore"),
     st.Page(train.render, title="Train", url_path="train", default=first == "train"),
     st.Page(compare.render, title="Compare", url_path="compare", default=first == "compare"),
     st.Page(learn.render, title="Learn", url_path="learn", default=first == "learn"),

@@ -130,3 +130,39 @@ def test_type_step_click_and_screenshot(server, tmp_path):
     print(f"step change: {step_seconds * 1000:.0f} ms from click to idle in the browser; server: {panel}; "
           f"screenshots in {shots}")
     assert "Traceback" not in server.log_text()
+
+
+def test_the_explore_pages_own_address_opens_explore(server):
+    """`/explore` (the page's name in links people type or share) opens Explore with the URL's view: the
+    default page lives at the root, and Streamlit answered its own name with a "Page not found" dialog."""
+    with chromium(width=1400, height=2400) as page:
+        page.goto(f"{server.url}/explore?model=copy&input=31415&step=2")
+        page.wait_for_selector('[data-testid="stApp"]')
+        # The hidden page at /explore switches to the root: a second run, after the first went idle.
+        page.wait_for_selector(".st-key-explore_input input", timeout=60_000)
+        wait_idle(page, settle=1000)
+        assert page.get_by_text("Page not found").count() == 0
+        assert page.locator(".st-key-explore_input input").input_value() == "31415"
+        assert current_step(page) == 2
+        assert "model=copy" in page.url and "input=31415" in page.url
+
+
+# The boxes of the heatmap's input labels as the browser laid them out.
+LABEL_BOXES = """() => Array.from(document.querySelectorAll('.st-key-explore_heatmap .xtick text'))
+    .map(t => { const r = t.getBoundingClientRect(); return [t.textContent, r.left, r.right, r.top, r.bottom]; })"""
+
+
+def test_heatmap_input_labels_do_not_run_into_each_other(server):
+    """Twelve inputs in the heatmap's column at several window widths: upright labels ran into each other
+    ("10:311:112:2") where the column was narrow; where they would, the browser's layout turns them."""
+    with chromium(width=1600, height=2400) as page:
+        open_app(page, server, "?model=copy&input=312312312312")
+        for width in (1600, 1450, 1300):
+            page.set_viewport_size({"width": width, "height": 2400})
+            page.wait_for_timeout(1000)  # Plotly redraws on resize
+            wait_charts(page)
+            boxes = page.evaluate(LABEL_BOXES)
+            assert [b[0] for b in boxes] == [f"{i}:{d}" for i, d in enumerate("312312312312", 1)]
+            for (a, *ra), (b, *rb) in zip(boxes, boxes[1:]):
+                apart = ra[1] <= rb[0] or rb[1] <= ra[0] or ra[3] <= rb[2] or rb[3] <= ra[2]
+                assert apart, f"at width {width}, labels {a!r} {ra} and {b!r} {rb} overlap"

@@ -29,6 +29,7 @@ from streamlit.testing.v1 import AppTest
 from explorer import checkpoint, comparison, jobs
 from explorer.errors import ExplorerError
 from explorer.pages import common
+from explorer.pages.addresses import EXPLORE_PATH
 from explorer.pages import train as train_page
 from explorer.registry import private_copy
 from explorer.train import TaskData, TrainConfig
@@ -97,7 +98,7 @@ def session(sid: str, page: str = "explore") -> AppTest:
 
 
 def open_page(at: AppTest, url_pathname: str) -> AppTest:
-    paths = {url_pathname, ""} if url_pathname == "explore" else {url_pathname}  # Explore is the default page
+    paths = {EXPLORE_PATH, ""} if url_pathname == "explore" else {url_pathname}  # Explore: the default page
     at._page_hash = next(h for h, info in at._registered_pages.items() if info.get("url_pathname") in paths)
     return run(at)
 

@@ -25,6 +25,7 @@ from safetensors.torch import save as st_save
 from streamlit.testing.v1 import AppTest
 
 from explorer import checkpoint, jobs
+from explorer.pages.addresses import EXPLORE_PATH
 from explorer.tasks import TaskSpec
 from explorer.train import new_task_bundle
 
@@ -64,7 +65,7 @@ def metric(at: AppTest, label_start: str) -> str:
 
 def open_page(at: AppTest, url_pathname: str) -> AppTest:
     """Show a page registered with st.navigation (AppTest.switch_page only knows file-based pages)."""
-    paths = {url_pathname, ""} if url_pathname == "explore" else {url_pathname}  # Explore is the default page
+    paths = {EXPLORE_PATH, ""} if url_pathname == "explore" else {url_pathname}  # Explore: the default page
     at._page_hash = next(h for h, info in at._registered_pages.items() if info.get("url_pathname") in paths)
     return run(at)
 

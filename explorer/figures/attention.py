@@ -73,7 +73,7 @@ def attention_heatmap(trace: Trace, step: int | None = None, title: str | None =
     return set_layout(
         fig, yaxis={"autorange": "reversed", "type": "category", "showgrid": False, "automargin": True, "dtick": 1},
         xaxis={"type": "category", "side": "top", "showgrid": False, "automargin": True, "dtick": 1,
-               "tickangle": -60 if crowded else 0},
+               **({"tickangle": -60} if crowded else {})},  # else Plotly's own: turned only where labels collide
         hovermode="closest", margin={"t": top, "b": 60, "l": 10, "r": 10},
         legend={"orientation": "h", "yanchor": "top", "y": -0.02, "xanchor": "left", "x": 0.0},
         **({"title": {"y": 0.99, "yanchor": "top"}} if title else {}))

@@ -101,8 +101,8 @@ def accuracy_curve(name: str, lengths: tuple[int, ...] | None = None, samples: i
 def explore_link(label: str, model: str, text: str, step: int | None = None) -> None:
     """A link that opens the Explore page on this model, input and decoder step (1-based, as Explore reads it)."""
     from explorer.pages import explore
+    from explorer.pages.addresses import explore_page
     params = {"model": model, "input": text}
     if step is not None:
         params["step"] = str(step)
-    page = st.Page(explore.render, title="Explore", icon="🔍", url_path="explore")
-    st.page_link(page, label=label, icon=":material/search:", query_params=params)
+    st.page_link(explore_page(explore.render), label=label, icon=":material/search:", query_params=params)

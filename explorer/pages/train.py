@@ -456,9 +456,10 @@ def _model_panel(job: jobs.TrainingJob, running: bool) -> None:
 def _open_in_explore(job: jobs.TrainingJob) -> None:
     """Switch to Explore on this model and the probe input, through Explore's URL parameters."""
     from explorer.pages import explore
+    from explorer.pages.addresses import explore_page
     params = {"model": job.name, "input": job.probe_text}
     st.session_state.pop("explore_init", None)  # Explore reads its URL once per session: let it read this one
-    st.switch_page(st.Page(explore.render, title="Explore", icon="🔍", url_path="explore"), query_params=params)
+    st.switch_page(explore_page(explore.render), query_params=params)
 
 
 def _upload_panel() -> None:
