@@ -56,7 +56,7 @@ def _flat_views(buffer: torch.Tensor, params: Sequence[torch.Tensor]) -> list[to
 
 def _helper_loop(conn, model: nn.Module, buffer: torch.Tensor, seed: int) -> None:
     """The helper process. For ("gradient", rows, tokens): backpropagate its share of the loss, put the
-    gradient in the shared buffer and reply with the loss; for ("evaluate", pairs): reply with their
+    gradient in the shared buffer and reply with the loss and its exactly right rows; for ("evaluate", pairs): reply with their
     tally. An error is replied too."""
     from .train import Pair, batch_loss, tally
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; this one ends with it
@@ -80,7 +80,7 @@ def _helper_loop(conn, model: nn.Module, buffer: torch.Tensor, seed: int) -> Non
             _, rows, tokens = message
             for p in params:
                 p.grad = None
-            loss = batch_loss(model, [Pair(s, t) for s, t in rows], 1.0, generator, tokens=tokens)
+            loss, exact = batch_loss(model, [Pair(s, t) for s, t in rows], 1.0, generator, tokens=tokens)
             loss.backward()
             used = []
             for p, view in zip(params, views):
@@ -89,7 +89,7 @@ def _helper_loop(conn, model: nn.Module, buffer: torch.Tensor, seed: int) -> Non
                     view.zero_()
                 else:
                     view.copy_(p.grad)
-            conn.send(("ok", loss.item(), used))
+            conn.send(("ok", (loss.item(), exact), used))
         except Exception:  # reported to the trainer, which raises it there
             conn.send(("error", traceback.format_exc(), None))
 
@@ -142,8 +142,9 @@ class GradientHelper:
         """Wait for the helper's tally (train.Tally) of the pairs given to submit_evaluation."""
         return self._receive()[0]
 
-    def collect(self) -> float:
-        """Wait for the helper and add its gradient to the parameters' own; returns its share of the loss."""
+    def collect(self) -> tuple[float, int]:
+        """Wait for the helper and add its gradient to the parameters' own; returns its share of the loss and
+        how many of its rows it found exactly right (train.batch_loss)."""
         value, used = self._receive()
         for p, view, helper_used in zip(self.params, self.views, used):
             if helper_used:

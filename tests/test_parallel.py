@@ -211,3 +211,22 @@ def test_cli_trains_in_the_processes_asked_for(tmp_path) -> None:
                                 timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout.strip().splitlines()[-1])["processes"] == int(processes)
+
+
+def test_in_two_processes_a_batchs_exactly_right_rows_add_up_over_both_halves() -> None:
+    """The helper counts its half's exactly right rows (train.batch_loss) and the trainer adds them to its own:
+    the share is the whole batch's, as one process would count it with the same weights."""
+    out = run_script("""
+import copy
+from explorer.train import batch_loss
+t = trainer(2, lr=1e-2)
+t.run(150)  # part-trained: some rows right, some wrong
+before = copy.deepcopy(t.model)
+batch = t.next_batch()
+t.train_step(batch)
+t.close()
+exact = batch_loss(before, batch).exact
+print(json.dumps({"two": t.batch_exact_match, "one": exact / len(batch), "exact": exact, "rows": len(batch)}))
+""")
+    assert 0 < out["exact"] < out["rows"], out
+    assert out["two"] == out["one"]

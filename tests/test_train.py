@@ -7,6 +7,7 @@ import copy
 import math
 import random
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
@@ -17,8 +18,8 @@ from explorer.evaluation import task_pairs
 from explorer.recipes import train_task
 from explorer.tasks import TaskSpec, make_task
 from explorer.trace import Trace, trace
-from explorer.train import (Pair, Progress, TaskData, Tally, TrainConfig, Trainer, collate, evaluate, new_task_bundle,
-                           tally, token_loss)
+from explorer.train import (TARGET_CHECK_GAP, Metrics, Pair, Progress, TaskData, Tally, TrainConfig, Trainer,
+                           batch_loss, collate, evaluate, new_task_bundle, tally, token_loss)
 from explorer.vocab import EOS_ID, PAD_ID, SOS_ID
 
 SMALL_MODEL = {"embed": 8, "hidden": 16, "attn_dim": 8, "bidirectional": False}
@@ -130,6 +131,53 @@ def test_reaching_the_target_accuracy_stops_early(trained_copy):
     result = Trainer(bundle, data, cfg).run()
     assert result.reason == "target" and result.steps == 1
     assert result.metrics.exact_match >= 0.8
+
+
+def test_a_batchs_exactly_right_rows_are_its_greedy_exact_match(trained_copy):
+    """With every earlier token given, an argmax equal to every target token is what greedy decoding outputs:
+    the count batch_loss returns with the loss is the batch's greedy exact match."""
+    model = trained_copy.bundle.model  # no dropout
+    pairs = task_pairs(trained_copy.bundle, samples=120, seed=11, min_len=1, max_len=9)  # trained on 1-6 only
+    loss, exact = batch_loss(model, pairs)
+    assert loss.requires_grad
+    greedy = evaluate(model, pairs)
+    assert 0 < exact < len(pairs), "a mix of right and wrong rows, or the comparison proves little"
+    assert exact == round(greedy.exact_match * len(pairs))
+
+
+def test_a_batch_exactly_right_as_often_as_the_target_asks_brings_the_next_evaluation_forward(trained_copy):
+    """A model already good at copy: its first training batches are exactly right, so validation runs at the
+    third step (TARGET_CHECK_GAP) instead of the scheduled 50th, and the run stops there on target."""
+    bundle = copy.deepcopy(trained_copy.bundle)
+    cfg = TrainConfig(steps=100, batch_size=32, eval_every=50, eval_samples=100, target_accuracy=0.8, lr=1e-4)
+    data = TaskData(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, seed=1)
+    trainer = Trainer(bundle, data, cfg)
+    result = trainer.run()
+    assert trainer.batch_exact_match >= 0.8
+    assert result.reason == "target" and result.steps == TARGET_CHECK_GAP
+    assert [row["step"] for row in result.history] == [TARGET_CHECK_GAP]
+    untargeted = Trainer(copy.deepcopy(trained_copy.bundle), data, replace(cfg, target_accuracy=None)).run(10)
+    assert [row["step"] for row in untargeted.history] == [10], "no target: the schedule alone"
+
+
+def test_extra_evaluations_leave_the_learning_rate_to_the_schedule(trained_copy):
+    """Evaluations a good batch brings forward do not count towards a plateau: a run with them trains
+    step for step as a run without them. Here validation never improves and never reaches the target, so
+    each counted evaluation would halve the rate (patience 1)."""
+    cfg = TrainConfig(steps=12, batch_size=32, eval_every=1000, eval_samples=50, target_accuracy=0.8, lr=1e-3,
+                      plateau_patience=1)
+    runs = []
+    for target in (0.8, None):
+        bundle = copy.deepcopy(trained_copy.bundle)
+        data = TaskData(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, seed=1)
+        trainer = Trainer(bundle, data, replace(cfg, target_accuracy=target))
+        trainer._validate = lambda: Metrics(n=50, exact_match=0.5, token_accuracy=0.5)
+        result = trainer.run()
+        runs.append((weights_of(trainer), [row["step"] for row in result.history], trainer._lr_scale))
+    (early_weights, early_steps, early_scale), (plain_weights, plain_steps, plain_scale) = runs
+    assert early_steps == [3, 6, 9, 12] and plain_steps == [12]
+    assert early_scale == plain_scale == 1.0
+    assert all(torch.equal(early_weights[k], plain_weights[k]) for k in plain_weights)
 
 
 def test_a_time_limit_stops_the_run():
