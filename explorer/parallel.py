@@ -56,8 +56,8 @@ def _flat_views(buffer: torch.Tensor, params: Sequence[torch.Tensor]) -> list[to
 
 def _helper_loop(conn, model: nn.Module, buffer: torch.Tensor, seed: int) -> None:
     """The helper process. For ("gradient", rows, tokens): backpropagate its share of the loss, put the
-    gradient in the shared buffer and reply with the loss and its exactly right rows; for ("evaluate", pairs): reply with their
-    tally. An error is replied too."""
+    gradient in the shared buffer and reply with the loss and its exactly right rows; for ("evaluate",
+    pairs): reply with their tally. An error is replied too."""
     from .train import Pair, batch_loss, tally
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; this one ends with it
     torch.set_num_threads(1)
