@@ -166,3 +166,16 @@ def test_heatmap_input_labels_do_not_run_into_each_other(server):
             for (a, *ra), (b, *rb) in zip(boxes, boxes[1:]):
                 apart = ra[1] <= rb[0] or rb[1] <= ra[0] or ra[3] <= rb[2] or rb[3] <= ra[2]
                 assert apart, f"at width {width}, labels {a!r} {ra} and {b!r} {rb} overlap"
+
+
+# Whether any part of the element's content is wider than its box (cut off with an ellipsis).
+CUT_OFF = "e => Array.from(e.querySelectorAll('*')).some(c => c.scrollWidth > c.clientWidth + 1)"
+
+
+def test_the_step_buttons_show_their_labels_on_a_1300_pixel_window(server):
+    """Prev, Play and Next each show icon and word in a 1300-pixel window (they read "P…" and "N…")."""
+    with chromium(width=1300, height=1600) as page:
+        open_app(page, server, "?model=copy&input=31231231")
+        for key in ("prev", "play", "next"):
+            button = page.locator(f".st-key-explore_{key} button").first
+            assert not button.evaluate(CUT_OFF), f"the {key} button's label is cut off"

@@ -531,7 +531,7 @@ def _draw_step_panel(request: views.Request, cell: str, attn_dim: int) -> None:
     t = int(_state("step"))
 
     st.subheader("Step through decoding")
-    bar = st.columns([1.5, 1.5, 1.5, 5, 4], vertical_alignment="center")
+    bar = st.columns([2, 2, 2, 5, 4], vertical_alignment="center")  # room for an icon and "Pause" at 1300 px
     bar[0].button("Prev", icon=":material/skip_previous:", key=K + "prev", on_click=_step_by, args=(-1, T),
                   disabled=t <= 1, width="stretch")
     if _state("playing"):
