@@ -90,6 +90,14 @@ def app_test(page: str, timeout: float = 240):
     return AppTest.from_string(APP.format(first=page), default_timeout=timeout)
 
 
+def show_page(at, url_pathname: str) -> None:
+    """Make `at`'s next run show the st.navigation page at `url_pathname` ("explore": the default page, at
+    the root); AppTest.switch_page only knows file-based pages."""
+    from explorer.pages.addresses import EXPLORE_PATH
+    paths = {EXPLORE_PATH, ""} if url_pathname == "explore" else {url_pathname}
+    at._page_hash = next(h for h, info in at._registered_pages.items() if info.get("url_pathname") in paths)
+
+
 def copy_of(bundle, name: str):
     """A private deep copy of a (read-only) test model under another name, as the Train page makes."""
     from explorer.registry import private_copy

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import checkpoint, jobs
 from explorer.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
+from tests.app_support import show_page
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -35,8 +36,8 @@ def no_jobs_left():
 
 
 def open_page(at: AppTest, url_pathname: str) -> AppTest:
-    """Show a page registered with st.navigation (AppTest.switch_page only knows file-based pages)."""
-    at._page_hash = next(h for h, info in at._registered_pages.items() if info.get("url_pathname") == url_pathname)
+    """Show a page registered with st.navigation."""
+    show_page(at, url_pathname)
     return at.run()
 
 

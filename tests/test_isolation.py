@@ -29,10 +29,10 @@ from streamlit.testing.v1 import AppTest
 from explorer import checkpoint, comparison, jobs
 from explorer.errors import ExplorerError
 from explorer.pages import common
-from explorer.pages.addresses import EXPLORE_PATH
 from explorer.pages import train as train_page
 from explorer.registry import private_copy
 from explorer.train import TaskData, TrainConfig
+from tests.app_support import show_page
 
 from explore_models import NAMES, write_models
 
@@ -98,8 +98,8 @@ def session(sid: str, page: str = "explore") -> AppTest:
 
 
 def open_page(at: AppTest, url_pathname: str) -> AppTest:
-    paths = {EXPLORE_PATH, ""} if url_pathname == "explore" else {url_pathname}  # Explore: the default page
-    at._page_hash = next(h for h, info in at._registered_pages.items() if info.get("url_pathname") in paths)
+    """Show a page registered with st.navigation."""
+    show_page(at, url_pathname)
     return run(at)
 
 

@@ -25,9 +25,9 @@ from safetensors.torch import save as st_save
 from streamlit.testing.v1 import AppTest
 
 from explorer import checkpoint, jobs
-from explorer.pages.addresses import EXPLORE_PATH
 from explorer.tasks import TaskSpec
 from explorer.train import new_task_bundle
+from tests.app_support import show_page
 
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -64,9 +64,8 @@ def metric(at: AppTest, label_start: str) -> str:
 
 
 def open_page(at: AppTest, url_pathname: str) -> AppTest:
-    """Show a page registered with st.navigation (AppTest.switch_page only knows file-based pages)."""
-    paths = {EXPLORE_PATH, ""} if url_pathname == "explore" else {url_pathname}  # Explore: the default page
-    at._page_hash = next(h for h, info in at._registered_pages.items() if info.get("url_pathname") in paths)
+    """Show a page registered with st.navigation."""
+    show_page(at, url_pathname)
     return run(at)
 
 
