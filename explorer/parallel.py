@@ -15,7 +15,11 @@ adds it to its own, clips and steps as before. At an evaluation the helper greed
 half of the validation set while the trainer decodes the first; their counts add up (train.Tally).
 
 Forking is only safe from a process with one thread (the command line's trainer, not the app's
-server, whose training runs in threads beside the web server's): `available` says when it is.
+server, whose training runs in threads beside the web server's): `available` says when it is. Where
+torch sees a GPU, autograd starts a thread per device at the first backward pass, and a process forked
+after that cannot backpropagate (torch refuses: "Unable to handle autograd's threading in combination
+with fork-based multiprocessing"); no thread count shows it, so the helper tries one backward pass as
+soon as it starts and says whether it can (`HelperUnavailable` if not; the trainer then trains alone).
 """
 
 from __future__ import annotations
@@ -54,13 +58,30 @@ def _flat_views(buffer: torch.Tensor, params: Sequence[torch.Tensor]) -> list[to
     return views
 
 
+class HelperUnavailable(ExplorerError):
+    """The forked helper cannot train here (see the module's docstring): train in one process instead."""
+
+
+def _autograd_works() -> None:
+    """One tiny backward pass: raises RuntimeError in a process forked after autograd started its device
+    threads (on a machine where torch sees a GPU and the parent had already backpropagated)."""
+    torch.ones(1, requires_grad=True).sum().backward()
+
+
 def _helper_loop(conn, model: nn.Module, buffer: torch.Tensor, seed: int) -> None:
     """The helper process. For ("gradient", rows, tokens): backpropagate its share of the loss, put the
     gradient in the shared buffer and reply with the loss and its exactly right rows; for ("evaluate",
-    pairs): reply with their tally. An error is replied too."""
+    pairs): reply with their tally. An error is replied too. The first reply says whether it can
+    backpropagate at all."""
     from .train import Pair, batch_loss, tally
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; this one ends with it
     torch.set_num_threads(1)
+    try:
+        _autograd_works()
+    except RuntimeError as exc:
+        conn.send(("unavailable", str(exc), None))
+        return
+    conn.send(("ready", None, None))
     params = [p for p in model.parameters() if p.requires_grad]
     views = _flat_views(buffer, params)
     generator = torch.Generator().manual_seed(seed)
@@ -111,7 +132,11 @@ class GradientHelper:
                                         daemon=True)
         self._process.start()
         child.close()
-        self._waiting = False
+        self._waiting = True  # for the helper's first reply: whether it can backpropagate
+        status, value, _ = self._receive_raw()
+        if status != "ready":
+            self.close()
+            raise HelperUnavailable(f"the training helper process cannot backpropagate: {value}")
 
     def submit(self, rows: list[tuple[tuple[int, ...], tuple[int, ...]]], tokens: int) -> None:
         """Start the helper on these (source ids, target ids) rows; `tokens` counts the whole batch's."""
@@ -127,13 +152,16 @@ class GradientHelper:
         self._conn.send(message)
         self._waiting = True
 
-    def _receive(self) -> tuple:
+    def _receive_raw(self) -> tuple:
         try:
-            status, value, used = self._conn.recv()
+            return self._conn.recv()
         except EOFError as exc:
             raise ExplorerError("the training helper process ended unexpectedly") from exc
         finally:
             self._waiting = False
+
+    def _receive(self) -> tuple:
+        status, value, used = self._receive_raw()
         if status != "ok":
             raise ExplorerError(f"the training helper process failed:\n{value}")
         return value, used

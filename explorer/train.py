@@ -22,7 +22,7 @@ from .devices import pick_device
 from .errors import ExplorerError
 from .model import SEED_LOCK, ModelConfig, Seq2Seq, seeded_model
 from .optim import Adam
-from .parallel import GradientHelper
+from .parallel import GradientHelper, HelperUnavailable
 from .parallel import available as parallel_available
 from .tasks import Task, TaskSpec, argmax_hits, make_task
 from .vocab import EOS_ID, PAD_ID, SOS_ID, Vocab
@@ -441,7 +441,10 @@ class Trainer:
         if self.processes < 2 or self.cfg.teacher_forcing < 1.0 or self.device.type != "cpu":
             return None
         if self._helper is None and parallel_available(self.model):
-            self._helper = GradientHelper(self.model, self.cfg.seed)
+            try:
+                self._helper = GradientHelper(self.model, self.cfg.seed)
+            except HelperUnavailable:
+                self.processes = 1
         return self._helper
 
     def close(self) -> None:

@@ -2,6 +2,8 @@
 
 A helper can only be forked from a process with one thread; pytest's process may hold others (a job
 registry's reaper, servers of earlier tests), so the two-process runs happen in fresh interpreters.
+Two processes are a CPU path, so these trainers train on the CPU also where EXPLORER_DEVICE=cuda runs the
+suite's other training on a GPU.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def trainer(processes, **cfg):
                                    bidirectional=True, dropout=cfg.pop("dropout", 0.0))
     data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, 40, 4)
     config = TrainConfig(steps=12, batch_size=24, eval_every=6, eval_samples=40, seed=4, **cfg)
-    return Trainer(bundle, data, config, probe=False, processes=processes)
+    return Trainer(bundle, data, config, probe=False, processes=processes, device="cpu")
 """
 
 
@@ -66,6 +68,33 @@ print(json.dumps(runs))
         assert b == pytest.approx(a, abs=2e-4)
     assert any(a != b for a, b in zip(one["params"], two["params"])), "the helper did not change the float sums"
     assert again["params"] == two["params"] and again["losses"] == two["losses"]
+
+
+def test_where_a_forked_helper_cannot_backpropagate_training_goes_on_in_one_process() -> None:
+    """Where torch sees a GPU, a process forked after a backward pass cannot backpropagate (torch refuses; seen
+    on an H200 machine with `device="cpu"` and a second trainer in one process). The helper tries at its start
+    and says so; the trainer then trains alone: the same run as one process, recorded as one, no helper left.
+    No GPU here, so the helper's check is made to fail as torch's does there (the fork inherits the patch)."""
+    out = run_script("""
+import multiprocessing
+import explorer.parallel as parallel
+one = trainer(1)
+alone = one.run()
+def refused():
+    raise RuntimeError("Unable to handle autograd's threading in combination with fork-based multiprocessing")
+parallel._autograd_works = refused
+two = trainer(2)
+fallback = two.run()
+children = multiprocessing.active_children()
+two.close()
+print(json.dumps({"processes": [alone.processes, fallback.processes], "record": two.bundle.training["processes"],
+                  "losses": [[h["loss"] for h in r.history] for r in (alone, fallback)],
+                  "params": [[p.detach().flatten().tolist() for p in t.model.parameters()] for t in (one, two)],
+                  "children": len(children)}))
+""")
+    assert out["processes"] == [1, 1] and out["record"] == 1
+    assert out["losses"][0] == out["losses"][1] and out["params"][0] == out["params"][1]
+    assert out["children"] == 0
 
 
 def test_a_failure_in_the_helper_is_reported_and_the_trainer_closes() -> None:
@@ -184,7 +213,7 @@ def test_beside_other_threads_training_stays_in_one_process() -> None:
     other.start()
     try:
         trainer = Trainer(bundle, data, TrainConfig(steps=2, batch_size=8, eval_every=2, eval_samples=8),
-                          probe=False, processes=2)
+                          probe=False, processes=2, device="cpu")
         result = trainer.run()
     finally:
         release.set()
@@ -204,7 +233,7 @@ def test_processes_wanted() -> None:
 def test_cli_trains_in_the_processes_asked_for(tmp_path) -> None:
     args = ["train", "--task", "copy", "--min-len", "1", "--max-len", "4", "--steps", "4", "--batch-size", "8",
             "--embed", "8", "--hidden", "8", "--attn-dim", "8", "--eval-every", "4", "--eval-samples", "8",
-            "--threads", "1", "--quiet"]
+            "--threads", "1", "--quiet", "--device", "cpu"]
     for processes in ("1", "2"):
         result = subprocess.run([sys.executable, "-m", "explorer", *args, "--processes", processes,
                                  "--out", str(tmp_path / processes)], cwd=REPO, capture_output=True, text=True,
