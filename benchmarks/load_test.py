@@ -282,7 +282,7 @@ class Scenario:
         return page
 
     async def start_training(self, page, s: Session) -> None:
-        """Go to Train in this session (the sidebar link: a reload would be a new session, and the old
+        """Go to Train in this session (the navigation link: a reload would be a new session, and the old
         one's job would be reaped), start the default run, and come back to Explore."""
         await self.timed(s, "open Train", nav(page, "Train"), page, "Start training")
 
@@ -296,9 +296,11 @@ class Scenario:
 
 
 def nav(page, title: str):
-    """Click the page's link in the sidebar navigation (same session, no reload)."""
+    """Click the page's link in the navigation bar (same session, no reload); in a window too narrow for
+    the bar, Streamlit shows the links in a sidebar instead."""
     async def click():
-        await page.locator('[data-testid="stSidebarNav"] a', has_text=title).first.click()
+        await page.locator('[data-testid="stTopNavLink"], [data-testid="stSidebarNavLink"]',
+                           has_text=title).first.click()
     return click
 
 

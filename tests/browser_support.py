@@ -172,3 +172,19 @@ def open_app(page, server: Server, query: str = "") -> None:
     page.goto(server.url + "/" + query.lstrip("/"))
     page.wait_for_selector('[data-testid="stApp"]')
     wait_idle(page, settle=1000)
+
+
+# A JavaScript function: the texts on the page that do not fit their box and are cut off (an ellipsis, a
+# clipped or scrolled box), more than a few pixels over. Charts and tables clip by design and are left out,
+# as are KaTeX's 1-pixel MathML copies for screen readers.
+CLIPPED_TEXT = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] *')).filter(e => {
+    if (e.closest('.js-plotly-plot, [data-testid="stDataFrame"], .katex-mathml')) return false;
+    const style = getComputedStyle(e);
+    return style.overflowX !== 'visible' && e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 4
+        && e.textContent.trim() !== '';
+}).map(e => e.textContent.trim().slice(0, 60))"""
+
+
+def clipped_text(page) -> list[str]:
+    """The page's texts that are cut off (see CLIPPED_TEXT)."""
+    return page.evaluate(CLIPPED_TEXT)

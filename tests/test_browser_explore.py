@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import (chromium, open_app, require_browser, streamlit_command, streamlit_server, wait_charts,
-                             wait_idle)
+from browser_support import (chromium, clipped_text, open_app, require_browser, streamlit_command, streamlit_server,
+                             wait_charts, wait_idle)
 from explore_models import write_models
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,3 +179,19 @@ def test_the_step_buttons_show_their_labels_on_a_1300_pixel_window(server):
         for key in ("prev", "play", "next"):
             button = page.locator(f".st-key-explore_{key} button").first
             assert not button.evaluate(CUT_OFF), f"the {key} button's label is cut off"
+
+
+@pytest.mark.parametrize("width", [1300, 1024])
+def test_no_text_is_cut_off_in_a_narrower_window(server, width):
+    """The decoding choices, the metric labels and the step's formulas fit in each decoding mode, also on a
+    1024-pixel projector. At 1300 px "Teacher-forced" and "Alignment accuracy" were cut and the argmax
+    formula ran past its column; at 1024 px, beside the sidebar the page links were in, most labels were."""
+    with chromium(width=width, height=2400) as page:
+        open_app(page, server, "?model=copy&input=31231231")
+        wait_charts(page)
+        assert clipped_text(page) == []
+        for mode in ("Beam search", "Teacher-forced"):
+            page.locator(".st-key-explore_mode").get_by_text(mode, exact=True).click()
+            wait_idle(page)
+            wait_charts(page)
+            assert clipped_text(page) == [], mode

@@ -7,7 +7,9 @@ import os
 import re
 from pathlib import Path
 
-from browser_support import chromium, server_fixture, wait_idle
+import pytest
+
+from browser_support import chromium, clipped_text, server_fixture, wait_charts, wait_idle
 
 SHOTS = Path(os.environ.get("EXPLORER_SHOTS", "/work/runs"))
 # a closed tab's training stops 1 s after the browser disconnects (the default is 30 s)
@@ -88,3 +90,15 @@ def test_closing_the_tab_stops_its_training(server):
             page.reload()
             wait_idle(page, settle=500)
         assert page.get_by_text("Trainings running on this server: 0 of").count()
+
+
+@pytest.mark.parametrize("width", [1300, 1024])
+def test_no_text_is_cut_off_on_the_other_pages_in_a_narrower_window(server, width):
+    """At 1300 px the Train page's "Stop at target" read "Stop …" and the Learn page's RNN formula ran past
+    the page's edge; at 1024 px, beside the sidebar the page links were in, more labels were cut."""
+    with chromium(width=width, height=2400) as page:
+        for path in ("/train", "/learn", "/compare"):
+            page.goto(server.url + path)
+            wait_idle(page, settle=1000)
+            wait_charts(page)
+            assert clipped_text(page) == [], path

@@ -368,7 +368,7 @@ def render() -> None:
     if examples:
         st.pills("Examples", examples, key=K + "example", on_change=_on_example, selection_mode="single")
 
-    mode_row = st.columns([3, 5], vertical_alignment="bottom")
+    mode_row = st.columns([1, 1], vertical_alignment="bottom")  # [3, 5] cut "Teacher-forced" at 1300 px
     mode_row[0].segmented_control("Decoding", list(views.MODES), key=K + "mode", format_func=views.MODES.get,
                                   on_change=_reset_view, persist_state="session")
     if _state("mode") is None:
@@ -472,7 +472,7 @@ def _summary(bundle, request: views.Request, tr: Trace) -> None:
                    ", ".join(f"**{_md(t)}**" for t in dict.fromkeys(tr.unknown_tokens)), icon=":material/help:")
     out = views.output_text(bundle, tr)
     truth = views.truth_text(bundle, tr)
-    cols = st.columns([4, 4, 2, 2])
+    cols = st.columns([7, 7, 4, 3])  # [4, 4, 2, 2] cut "Alignment accuracy" at 1300 px
     label = {"greedy": "Output (greedy)", "beam": f"Beam candidate #{request.candidate + 1}",
              "teacher": "Forced target"}[request.mode]
     cols[0].metric(label, out if out else "∅ (empty)")
@@ -700,11 +700,13 @@ def _step_four(tr: Trace, step: int, request: views.Request) -> None:
         forced_here = any(f[0] == step for f in request.intervention.forced) and not tr.teacher_forced
         if tr.teacher_forced or forced_here:
             why = "teacher-forced" if tr.teacher_forced else "forced by an intervention"
-            st.latex(rf"y_{{{t}}} = {chosen}\quad(\text{{{why}}},\ \hat y_{{{t}}}({chosen}) = {facts['p']:.4f})")
+            st.latex(rf"\begin{{gathered}}y_{{{t}}} = {chosen}\quad(\text{{{why}}})\\ "
+                     rf"\hat y_{{{t}}}({chosen}) = {facts['p']:.4f}\end{{gathered}}")
             if best_token != facts["chosen"]:
                 st.caption(f"The model's own choice here would be **{_tok(best_token)}** (p = {best_p:.4f}).")
         else:
-            st.latex(rf"y_{{{t}}} = \arg\max_w \hat y_{{{t}}}(w) = {chosen},\quad p = {facts['p']:.4f}")
+            st.latex(rf"\begin{{gathered}}y_{{{t}}} = \arg\max_w \hat y_{{{t}}}(w) = {chosen}\\ "
+                     rf"p = {facts['p']:.4f}\end{{gathered}}")
         if facts["chosen"] == "<eos>":
             st.caption("<eos>: the model ends its output here.")
     with cols[1]:

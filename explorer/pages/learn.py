@@ -169,9 +169,9 @@ def section_rnn(t: dict, lang: str) -> None:
         common.show_problem(exc)
         return
     if unit.cell == "rnn":
-        st.latex(r"\boldsymbol h_t = \sigma\!\left(W\begin{bmatrix}\boldsymbol h_{t-1}\\ \boldsymbol x_t\end{bmatrix}"
-                 r" + \boldsymbol b\right),\qquad \sigma = \tanh,\qquad "
-                 r"W = [\,W_{hh}\;\; W_{ih}\,] \in \mathbb{R}^{H\times(H+E)},\quad H=%d,\ E=%d"
+        st.latex(r"\begin{gathered}\boldsymbol h_t = \sigma\!\left(W\begin{bmatrix}\boldsymbol h_{t-1}\\ "
+                 r"\boldsymbol x_t\end{bmatrix} + \boldsymbol b\right),\qquad \sigma = \tanh,\\ "
+                 r"W = [\,W_{hh}\;\; W_{ih}\,] \in \mathbb{R}^{H\times(H+E)},\quad H=%d,\ E=%d\end{gathered}"
                  % (unit.hidden, unit.embed))
     else:
         st.markdown(t["s2_gru_text"])

@@ -296,13 +296,13 @@ def _setup_panel(running: bool) -> None:
                         help=f"a length curriculum: the longest training input grows from the shortest length to the "
                              f"longest over the first {TRAIN_DEFAULTS['curriculum']} steps (at most half the run); "
                              "validation always uses every length. It reaches a target sooner")
-        a, b = st.columns([1, 1])
-        a.checkbox("Stop at target", key="train_use_target", disabled=running,
-                   help="stop as soon as validation exact match reaches the target. Validation runs every "
-                        f"{TRAIN_DEFAULTS['eval_every']} steps, and sooner when a training batch is already exactly "
-                        "right as often as the target asks")
-        b.number_input("Target exact match (%)", 1.0, 100.0, key="train_target", step=0.5,
-                       disabled=running or not ss["train_use_target"], label_visibility="collapsed")
+        # One below the other: side by side in this third of the page, the label read "Stop …" at 1300 px.
+        st.checkbox("Stop at target", key="train_use_target", disabled=running,
+                    help="stop as soon as validation exact match reaches the target. Validation runs every "
+                         f"{TRAIN_DEFAULTS['eval_every']} steps, and sooner when a training batch is already exactly "
+                         "right as often as the target asks")
+        st.number_input("Target exact match (%)", 1.0, 100.0, key="train_target", step=0.5,
+                        disabled=running or not ss["train_use_target"], label_visibility="collapsed")
     st.button("Start training", key="train_start", type="primary", on_click=_start, disabled=running,
               help="trains a new model; models you trained before stay in this session")
 
