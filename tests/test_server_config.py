@@ -28,3 +28,15 @@ def test_websocket_pings_tolerate_a_starved_browser():
     interval, timeout = settings["ping"]
     assert interval >= 120 and timeout >= 120
     assert settings["address"] == "127.0.0.1" and settings["upload_mb"] == 100
+
+
+def test_the_config_also_loads_where_streamlit_runs_in_development_mode():
+    """Streamlit installed outside site-packages (pip --target, as on a GPU machine here) runs in development
+    mode, which refuses a server.port in the config: every first script run failed there. The app serves on
+    Streamlit's default port, 8501, the README's address, without setting it."""
+    code = ("from streamlit import config\n"
+            "config.get_config_options(force_reparse=True, options_from_flags={'global.developmentMode': True})\n"
+            "print(config.get_option('server.port'))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "8501"
