@@ -32,8 +32,8 @@ def test_websocket_pings_tolerate_a_starved_browser():
 
 def test_the_config_also_loads_where_streamlit_runs_in_development_mode():
     """Streamlit installed outside site-packages (pip --target, as on a GPU machine here) runs in development
-    mode, which refuses a server.port in the config: every first script run failed there. The app serves on
-    Streamlit's default port, 8501, the README's address, without setting it."""
+    mode, which refuses a server.port in the config: the first script run of each process failed there. The
+    app serves on Streamlit's default port, 8501, the README's address, without setting it."""
     code = ("from streamlit import config\n"
             "config.get_config_options(force_reparse=True, options_from_flags={'global.developmentMode': True})\n"
             "print(config.get_option('server.port'))")
