@@ -132,8 +132,8 @@ class GradientHelper:
                                         daemon=True)
         self._process.start()
         child.close()
-        self._waiting = True  # for the helper's first reply: whether it can backpropagate
-        status, value, _ = self._receive_raw()
+        self._waiting = False
+        status, value, _ = self._receive_raw()  # the helper's first reply: whether it can backpropagate
         if status != "ready":
             self.close()
             raise HelperUnavailable(f"the training helper process cannot backpropagate: {value}")
