@@ -9,7 +9,9 @@ Notation follows the seed text (DESIGN §1):
     step 4    ŷ_t = softmax(U [s_t; c_t] + b_U)         (plain model: U s_t + b_U)
 
 Sizes: B batch, S source length, T target length, E embedding, H hidden, D attention size, V vocabulary.
-Everything that decodes (training, greedy, beam, traces, interventions) calls `Seq2Seq.decode_step`.
+Everything that decodes (training, greedy, beam, traces, interventions) calls `Seq2Seq.decode_step`; only
+teacher-forced training of a one-layer GRU runs the same equations in explorer/fused.py, with a hand-written
+backward pass (tests/test_fused.py holds it to decode_step's values and gradients).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from . import fused
 from .errors import ExplorerError
 from .vocab import PAD_ID
 
@@ -498,7 +501,8 @@ class Seq2Seq(nn.Module):
 
         Rows are taken longest target first, so the rows still running at step t are a prefix of the
         batch and every step works on views; finished rows' outputs stay zero (the loss ignores padding).
-        The embeddings and the readout run once for all steps.
+        The embeddings and the readout run once for all steps; the steps themselves run through
+        `decode_step` (`_stepwise`) or, for a one-layer GRU while autograd records, fused.decoder_loop.
         """
         B, T = tgt_in.shape
         steps = (tgt_in != PAD_ID).sum(1)  # (B,) decoder steps per row: <sos> and the target
@@ -507,15 +511,38 @@ class Seq2Seq(nn.Module):
         if not in_order:
             memory, tgt_in, steps = memory.select(order), tgt_in.index_select(0, order), steps.index_select(0, order)
         running = (steps.unsqueeze(0) > torch.arange(T, device=steps.device).unsqueeze(1)).sum(1).tolist()
+        running = [n for n in running if n]  # rows still running at each step
+        # row b at step t is row b * T + t of the (B * T, ·) outputs; the steps' rows follow each other
+        place = torch.cat([torch.arange(n, device=tgt_in.device) * T + t for t, n in enumerate(running)])
+        if fused.applies(self):
+            gi_e = fused.gru_input(self, tgt_in.reshape(-1).index_select(0, place))
+            top, context, flat = fused.decoder_loop(self, gi_e, memory.s0[0], memory.keys, memory.values,
+                                                    memory.mask, running)
+        else:
+            top, context, flat = self._stepwise(memory, tgt_in, running)
+        packed = self.readout(top, context)  # (N, V)
+        logits = packed.new_zeros(B * T, packed.shape[-1]).index_copy(0, place, packed).view(B, T, -1)
+        alphas = None
+        if flat is not None:
+            alphas = flat.new_zeros(B * T, flat.shape[-1]).index_copy(0, place, flat).view(B, T, -1)
+        if not in_order:
+            back = torch.argsort(order)
+            logits = logits.index_select(0, back)
+            alphas = alphas.index_select(0, back) if alphas is not None else None
+        return logits, alphas
+
+    def _stepwise(self, memory: Memory, tgt_in: Tensor,
+                  running: list[int]) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """The teacher-forced steps through `decode_step`: s_t, c_t and α_t of the running rows of every
+        step, one step's rows after another's (N, ·)."""
+        B = tgt_in.shape[0]
         # y_{t-1}'s embeddings looked up at once and split by step: the backward pass then stacks T slices once,
         # where slicing (B, T, E) per step wrote a zero (B, T, E) gradient per step (at E = 128, 8% of a step).
         embedded = self.embed(tgt_in).unbind(1)  # T x (B, E)
         state, c = memory.s0, self.initial_context(B, tgt_in.device)
         views: dict[int, Memory] = {B: memory}  # the memory of the first n rows
-        tops, contexts, weights, places = [], [], [], []
+        tops, contexts, weights = [], [], []
         for t, n in enumerate(running):
-            if n == 0:
-                break
             if n not in views:
                 cut = lambda x: None if x is None else x[:n]  # noqa: E731
                 views[n] = Memory(memory.h[:n], cut(memory.keys), cut(memory.values), memory.mask[:n], None)
@@ -523,23 +550,11 @@ class Seq2Seq(nn.Module):
             state = (state[0][:, :n], state[1][:, :n]) if self.is_lstm else state[:, :n]
             step = self.decode_step(tgt_in[:n, t], state, c, views[n], embedded=embedded[t][:n], readout=False)
             tops.append(step.s)
-            places.append(torch.arange(n, device=tgt_in.device) * T + t)  # row b at step t is b * T + t
             if step.weights is not None:
                 weights.append(step.weights)
                 contexts.append(step.context)
             state, c = step.state, step.context
-        place = torch.cat(places)
-        packed = self.readout(torch.cat(tops), torch.cat(contexts) if contexts else None)  # (N, V)
-        logits = packed.new_zeros(B * T, packed.shape[-1]).index_copy(0, place, packed).view(B, T, -1)
-        alphas = None
-        if weights:
-            flat = torch.cat(weights)
-            alphas = flat.new_zeros(B * T, flat.shape[-1]).index_copy(0, place, flat).view(B, T, -1)
-        if not in_order:
-            back = torch.argsort(order)
-            logits = logits.index_select(0, back)
-            alphas = alphas.index_select(0, back) if alphas is not None else None
-        return logits, alphas
+        return torch.cat(tops), (torch.cat(contexts) if contexts else None), (torch.cat(weights) if weights else None)
 
 
 # torch's default generator is one per process, shared by every thread: each session's script and

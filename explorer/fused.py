@@ -1,0 +1,193 @@
+"""The teacher-forced decoder loop of training, with a hand-written backward pass.
+
+Under teacher forcing every y_{t-1} is known, so training runs `Seq2Seq.decode_step`'s equations for all
+steps of a batch in one autograd node (`DecoderLoop`) instead of a few dozen nodes per step:
+
+    step 1    s_t = GRU(s_{t-1}, [y_{t-1}; c_{t-1}])
+    step 2    q_t = Query(s_t)
+    step 3    e_ti = score(q_t, k_i),  α_t = softmax(e_t),  c_t = Σ_i α_ti v_i
+
+Why: at the PyTorch tutorial's sizes autograd's per-step backward spent most of a training step on small
+weight-gradient products (one per step and weight, each written out and added up), on zero-filled
+(B, S, D) gradients of the per-step key and value views, and on bookkeeping. Here the weight gradients
+are one matrix product per weight over every row of every step, the key and value gradients are added in
+place, and the embedding part of the GRU's input product runs once for all steps (`gru_input`).
+
+Only what training needs is covered: one GRU layer with attention, no interventions, temperature 1.
+Every other model, and everything shown in the app (traces, decoding), runs `decode_step`;
+tests/test_fused.py checks that both give the same logits, weights and gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def applies(model: Any) -> bool:
+    """Whether `model`'s teacher-forced training may run `DecoderLoop` (a one-layer GRU with attention,
+    while autograd records)."""
+    cfg = model.cfg
+    return cfg.cell == "gru" and cfg.layers == 1 and cfg.attention != "none" and torch.is_grad_enabled()
+
+
+def gru_input(model: Any, y_prev: Tensor) -> Tensor:
+    """W_ih[:, :E] y_{t-1} + b_ih for the given rows of every step at once: the part of step 1's input
+    product that does not wait for c_{t-1}. y_prev (N,) ids -> (N, 3H)."""
+    cell = model.cells[0]
+    E = model.cfg.embed
+    return torch.nn.functional.linear(model.embed(y_prev), cell.weight_ih[:, :E], cell.bias_ih)
+
+
+def decoder_loop(model: Any, gi_e: Tensor, s0: Tensor, keys: Tensor, values: Tensor, mask: Tensor,
+                 running: list[int]) -> tuple[Tensor, Tensor, Tensor]:
+    """s_t, c_t and α_t of every running row of every step, stacked step after step (N, ·) where N =
+    Σ running; step t runs rows [0, running[t]) (the batch is sorted longest target first).
+
+    gi_e (N, 3H) from `gru_input`, s0 (B, H), keys and values (B, S, D), mask (B, S) True on real tokens.
+    """
+    cell, attention = model.cells[0], model.attention
+    E = model.cfg.embed
+    w = attention.w.weight[0] if attention.w is not None else None
+    return DecoderLoop.apply(gi_e, s0, keys, values, cell.weight_ih[:, E:], cell.weight_hh, cell.bias_hh,
+                             attention.query.weight, attention.query.bias, w, mask, tuple(running),
+                             model.cfg.attention)
+
+
+def _offsets(running: tuple[int, ...]) -> list[int]:
+    """Where each step's rows start in the stacked (N, ·) tensors."""
+    out, total = [], 0
+    for n in running:
+        out.append(total)
+        total += n
+    return out
+
+
+class DecoderLoop(torch.autograd.Function):
+    """Steps 1-3 for every step of a teacher-forced batch, forward and backward (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx: Any, gi_e: Tensor, s0: Tensor, keys: Tensor, values: Tensor, w_ic: Tensor, w_hh: Tensor,
+                b_hh: Tensor, w_q: Tensor, b_q: Tensor, w: Tensor | None, mask: Tensor,
+                running: tuple[int, ...], kind: str) -> tuple[Tensor, Tensor, Tensor]:
+        B, S, D = keys.shape
+        H = w_hh.shape[1]
+        N = sum(running)
+        offsets = _offsets(running)
+        tops = s0.new_empty(N, H)  # s_t
+        contexts = s0.new_empty(N, D)  # c_t
+        alphas = s0.new_empty(N, S)  # α_t
+        gates = s0.new_empty(3, N, H)  # r, z and n of the GRU
+        hidden_n = s0.new_empty(N, H)  # W_hn s_{t-1} + b_hn
+        queries = s0.new_empty(N, D)  # q_t
+        # additive: u = σ(2q + 2k), as in Attention.score (wᵀ tanh(q + k) = 2 wᵀ u − Σ w)
+        squashed = s0.new_empty(N, S, D) if kind == "additive" else None
+        hidden = ~mask
+        s, c = s0, s0.new_zeros(B, D)
+        for t, n in enumerate(running):
+            rows = slice(offsets[t], offsets[t] + n)
+            s_prev, c_prev = s[:n], c[:n]
+            gi = torch.addmm(gi_e[rows], c_prev, w_ic.t())  # (n, 3H) W_ih [y_{t-1}; c_{t-1}] + b_ih
+            gh = torch.addmm(b_hh, s_prev, w_hh.t())  # (n, 3H) W_hh s_{t-1} + b_hh
+            i_r, i_z, i_n = gi.chunk(3, 1)
+            h_r, h_z, h_n = gh.chunk(3, 1)
+            r = torch.sigmoid(i_r + h_r, out=gates[0, rows])
+            z = torch.sigmoid(i_z + h_z, out=gates[1, rows])
+            hidden_n[rows] = h_n
+            new = torch.tanh(torch.addcmul(i_n, r, h_n), out=gates[2, rows])
+            s = torch.addcmul(new, z, s_prev - new, out=tops[rows])  # (1 − z) n + z s_{t-1}
+            q = torch.addmm(b_q, s, w_q.t(), out=queries[rows])  # (n, D)
+            k, v = keys[:n], values[:n]
+            if squashed is not None:
+                u = torch.sigmoid(torch.add((2 * q).unsqueeze(1), k, alpha=2), out=squashed[rows])  # (n, S, D)
+                e = (u @ w).mul_(2).sub_(w.sum())
+            else:
+                e = (k * q.unsqueeze(1)).sum(-1)  # (n, S)
+                if kind == "scaled_dot":
+                    e = e / math.sqrt(D)
+            a = torch.softmax(e.masked_fill_(hidden[:n], float("-inf")), dim=-1)
+            alphas[rows] = a
+            c = torch.sum(a.unsqueeze(-1) * v, 1, out=contexts[rows])  # (n, D)
+        ctx.running, ctx.kind = running, kind
+        ctx.save_for_backward(s0, keys, values, w_ic, w_hh, w_q, w, tops, contexts, alphas, gates, hidden_n,
+                              queries, squashed)
+        ctx.set_materialize_grads(False)
+        return tops, contexts, alphas
+
+    @staticmethod
+    def backward(ctx: Any, d_tops: Tensor | None, d_contexts: Tensor | None,
+                 d_alphas: Tensor | None) -> tuple[Tensor | None, ...]:
+        (s0, keys, values, w_ic, w_hh, w_q, w, tops, contexts, alphas, gates, hidden_n, queries,
+         squashed) = ctx.saved_tensors
+        running, kind = ctx.running, ctx.kind
+        B, S, D = keys.shape
+        H = w_hh.shape[1]
+        N = sum(running)
+        offsets = _offsets(running)
+        d_gi = s0.new_empty(N, 3 * H)  # gradient of W_ih [y_{t-1}; c_{t-1}] + b_ih
+        d_gh = s0.new_empty(N, 3 * H)  # gradient of W_hh s_{t-1} + b_hh
+        d_queries = s0.new_empty(N, D)
+        d_scores = s0.new_empty(N, S) if squashed is not None else None
+        d_keys, d_values = torch.zeros_like(keys), torch.zeros_like(values)
+        d_s, d_c = s0.new_zeros(B, H), s0.new_zeros(B, D)  # what steps t+1.. send back to s_t and c_t
+        for t in range(len(running) - 1, -1, -1):
+            n = running[t]
+            rows = slice(offsets[t], offsets[t] + n)
+            ds, dc = d_s[:n], d_c[:n]
+            if d_tops is not None:
+                ds = ds + d_tops[rows]
+            if d_contexts is not None:
+                dc = dc + d_contexts[rows]
+            a, v = alphas[rows], values[:n]
+            # c_t = Σ_i α_ti v_i
+            da = (v * dc.unsqueeze(1)).sum(-1)  # (n, S)
+            if d_alphas is not None:
+                da = da + d_alphas[rows]
+            d_values[:n].baddbmm_(a.unsqueeze(2), dc.unsqueeze(1))
+            # α_t = softmax(e_t); hidden positions have α = 0 and get no gradient
+            de = a * (da - (a * da).sum(-1, keepdim=True))  # (n, S)
+            q = queries[rows]
+            if squashed is not None:  # e = 2 wᵀ σ(2q + 2k) − Σ w: d(q + k) = 4 e' w u (1 − u)
+                u = squashed[rows]
+                d_scores[rows] = de
+                d_pre = torch.addcmul(u, u, u, value=-1).mul_(de.unsqueeze(-1)).mul_(4 * w)  # (n, S, D)
+                dq = d_pre.sum(1)
+                d_keys[:n] += d_pre
+            else:
+                if kind == "scaled_dot":
+                    de = de / math.sqrt(D)
+                dq = torch.bmm(de.unsqueeze(1), keys[:n]).squeeze(1)  # (n, D)
+                d_keys[:n].baddbmm_(de.unsqueeze(2), q.unsqueeze(1))
+            d_queries[rows] = dq
+            ds = torch.addmm(ds, dq, w_q)  # q_t = W_q s_t + b_q
+            # s_t = (1 − z) n + z s_{t-1}, n = tanh(i_n + r (W_hn s_{t-1} + b_hn)), r and z sigmoids
+            r, z, new = gates[0, rows], gates[1, rows], gates[2, rows]
+            s_prev = s0[:n] if t == 0 else tops[offsets[t - 1]:offsets[t - 1] + n]
+            gi, gh = d_gi[rows], d_gh[rows]
+            d_new = torch.mul(ds, 1 - new * new).mul_(1 - z)
+            torch.mul(d_new, hidden_n[rows] * r * (1 - r), out=gi[:, :H])
+            torch.mul(ds * (s_prev - new), z * (1 - z), out=gi[:, H:2 * H])
+            gi[:, 2 * H:] = d_new
+            gh[:, :2 * H] = gi[:, :2 * H]
+            torch.mul(d_new, r, out=gh[:, 2 * H:])
+            d_s[:n] = torch.addmm(ds * z, gh, w_hh)
+            d_c[:n] = gi @ w_ic  # gi = W_ie y + W_ic c_{t-1} + b_ih
+        # Weight gradients: one product per weight over every row of every step.
+        firsts = running[0]
+        prev_s = torch.cat([s0[:firsts]] + [tops[offsets[t - 1]:offsets[t - 1] + n]
+                                           for t, n in enumerate(running) if t > 0])  # s_{t-1} (N, H)
+        prev_c = torch.cat([contexts.new_zeros(firsts, D)] + [contexts[offsets[t - 1]:offsets[t - 1] + n]
+                                                              for t, n in enumerate(running) if t > 0])
+        d_w_ic = d_gi.t() @ prev_c
+        d_w_hh = d_gh.t() @ prev_s
+        d_b_hh = d_gh.sum(0)
+        d_w_q = d_queries.t() @ tops
+        d_b_q = d_queries.sum(0)
+        d_w = None
+        if squashed is not None:
+            # ∂e/∂w = 2u − 1 (the −1 sums to nothing: softmax's gradient adds up to 0 in each row)
+            d_w = 2 * (d_scores.view(1, N * S) @ squashed.view(N * S, D)).squeeze(0) - d_scores.sum()
+        return (d_gi, d_s, d_keys, d_values, d_w_ic, d_w_hh, d_b_hh, d_w_q, d_b_q, d_w, None, None, None)

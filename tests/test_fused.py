@@ -1,0 +1,102 @@
+"""The teacher-forced decoder loop with its own backward pass (explorer/fused.py) computes what
+`decode_step`'s loop computes: the same logits and weights, the same gradient for every parameter."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+import torch
+
+from explorer import fused
+from explorer.model import ModelConfig, Seq2Seq, seeded_model
+
+B, S, T = 6, 7, 9
+LENGTHS = torch.tensor([7, 3, 5, 1, 7, 2])  # source lengths, not sorted
+TARGET_STEPS = torch.tensor([9, 2, 5, 7, 1, 9])  # decoder steps per row (<sos> and target), not sorted
+
+
+def batch(cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A padded batch whose rows differ in source and target length, in no particular order."""
+    g = torch.Generator().manual_seed(3)
+    src = torch.randint(4, cfg.src_vocab, (B, S), generator=g)
+    src[torch.arange(S).unsqueeze(0) >= LENGTHS.unsqueeze(1)] = 0
+    tgt = torch.randint(4, cfg.tgt_vocab, (B, T), generator=g)
+    tgt[torch.arange(T).unsqueeze(0) >= TARGET_STEPS.unsqueeze(1)] = 0
+    return src, LENGTHS, tgt
+
+
+def graph_nodes(tensor: torch.Tensor) -> set[str]:
+    """Names of every autograd node behind `tensor`."""
+    seen, names, todo = set(), set(), [tensor.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(type(node).__name__)
+        todo.extend(n for n, _ in node.next_functions)
+    return names
+
+
+def run(model: Seq2Seq, use_fused: bool, loss_of=lambda logits, alphas: logits.sin().sum()):
+    """Logits, weights and every parameter's gradient of one teacher-forced pass, fused or stepwise."""
+    model.zero_grad(set_to_none=True)
+    src, lengths, tgt = batch(model.cfg)
+    with mock.patch.object(fused, "applies", lambda m: use_fused):
+        logits, alphas = model(src, lengths, tgt)
+    assert ("DecoderLoopBackward" in graph_nodes(logits)) == use_fused
+    loss_of(logits, alphas).backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return logits.detach(), alphas.detach(), grads
+
+
+def assert_same(fused_run, stepwise_run, tol: float) -> None:
+    (l1, a1, g1), (l2, a2, g2) = fused_run, stepwise_run
+    torch.testing.assert_close(l1, l2, rtol=tol, atol=tol)
+    torch.testing.assert_close(a1, a2, rtol=tol, atol=tol)
+    assert g1.keys() == g2.keys()
+    for name in g2:
+        torch.testing.assert_close(g1[name], g2[name], rtol=tol, atol=tol, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("attention", ["dot", "scaled_dot", "additive"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_the_fused_loop_gives_the_stepwise_logits_weights_and_gradients(attention, bidirectional):
+    cfg = ModelConfig(src_vocab=13, tgt_vocab=14, embed=16, hidden=24, attn_dim=8, attention=attention,
+                      bidirectional=bidirectional)
+    model = seeded_model(cfg, 1).double()  # float64: any difference beyond rounding shows
+    weighted = lambda logits, alphas: logits.sin().sum() + (alphas * torch.arange(S)).sum()  # noqa: E731
+    assert_same(run(model, True, weighted), run(model, False, weighted), tol=1e-10)
+
+
+def test_a_loss_on_the_weights_alone_reaches_every_parameter_the_same_way():
+    """Only α carries a gradient back (the loop's s_t and c_t outputs get none): the no-gradient branches."""
+    cfg = ModelConfig(src_vocab=13, tgt_vocab=14, embed=16, hidden=24, attn_dim=8, attention="additive")
+    model = seeded_model(cfg, 2).double()
+    on_weights = lambda logits, alphas: (alphas ** 2 * torch.arange(S)).sum()  # noqa: E731
+    assert_same(run(model, True, on_weights), run(model, False, on_weights), tol=1e-10)
+
+
+def test_at_the_tutorials_sizes_in_float32_the_gradients_agree_to_rounding():
+    cfg = ModelConfig(src_vocab=14, tgt_vocab=14, embed=128, hidden=128, attn_dim=128, attention="additive",
+                      dropout=0.2)
+    model = seeded_model(cfg, 0)
+    model.eval()  # the readout's dropout masks would differ between the two passes
+    assert_same(run(model, True), run(model, False), tol=2e-4)
+
+
+@pytest.mark.parametrize("options", [{"cell": "lstm"}, {"cell": "rnn"}, {"layers": 2}, {"attention": "none"}])
+def test_other_models_train_through_decode_step(options):
+    model = Seq2Seq(ModelConfig(src_vocab=13, tgt_vocab=14, **options))
+    assert not fused.applies(model)
+    src, lengths, tgt = batch(model.cfg)
+    logits, _ = model(src, lengths, tgt)
+    assert "DecoderLoopBackward" not in graph_nodes(logits)
+
+
+def test_without_autograd_the_loop_is_not_used():
+    model = Seq2Seq(ModelConfig(src_vocab=13, tgt_vocab=14))
+    assert fused.applies(model)
+    with torch.no_grad():
+        assert not fused.applies(model)
