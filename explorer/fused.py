@@ -66,6 +66,46 @@ def _offsets(running: tuple[int, ...]) -> list[int]:
     return out
 
 
+def _gru_step(gi: Tensor, s_prev: Tensor, w_hh: Tensor, b_hh: Tensor, gates: Tensor, hidden_n: Tensor,
+              out: Tensor, rows: slice) -> Tensor:
+    """s_t = (1 − z) n + z s_{t-1} for one step's rows (nn.GRUCell's equations), written into out[rows];
+    keeps [r, z, n] (gates, (N, 3H)) and W_hn s_{t-1} + b_hn for the backward pass.
+    gi (n, 3H): W_ih x_t + b_ih."""
+    H = s_prev.shape[1]
+    gh = torch.addmm(b_hh, s_prev, w_hh.t())  # (n, 3H) W_hh s_{t-1} + b_hh
+    g = gates[rows]
+    r_z = torch.add(gi[:, :2 * H], gh[:, :2 * H], out=g[:, :2 * H]).sigmoid_()  # r and z at once
+    h_n = gh[:, 2 * H:]
+    hidden_n[rows] = h_n
+    new = torch.addcmul(gi[:, 2 * H:], r_z[:, :H], h_n, out=g[:, 2 * H:]).tanh_()
+    return torch.addcmul(new, r_z[:, H:], s_prev - new, out=out[rows])
+
+
+def _gru_step_backward(ds: Tensor, s_prev: Tensor, w_hh: Tensor, gates: Tensor, hidden_n: Tensor,
+                       d_gi: Tensor, d_gh: Tensor, rows: slice) -> Tensor:
+    """`_gru_step` backward: writes the gradients of W_ih x_t + b_ih and W_hh s_{t-1} + b_hh into
+    d_gi[rows] and d_gh[rows]; returns the gradient of s_{t-1}."""
+    H = s_prev.shape[1]
+    g = gates[rows]
+    r, z, new = g[:, :H], g[:, H:2 * H], g[:, 2 * H:]
+    gi, gh = d_gi[rows], d_gh[rows]
+    # through n = tanh(i_n + r (W_hn s_{t-1} + b_hn)): dn (1 − n²), with dn = ds (1 − z)
+    d_new = torch.addcmul(ds, ds, z, value=-1).mul_(torch.addcmul(torch.ones_like(new), new, new, value=-1))
+    torch.mul(d_new, hidden_n[rows], out=gi[:, :H]).mul_(torch.addcmul(r, r, r, value=-1))  # r (1 − r)
+    torch.mul(ds, s_prev - new, out=gi[:, H:2 * H]).mul_(torch.addcmul(z, z, z, value=-1))  # z (1 − z)
+    gi[:, 2 * H:] = d_new
+    gh[:, :2 * H] = gi[:, :2 * H]
+    torch.mul(d_new, r, out=gh[:, 2 * H:])
+    return torch.addmm(ds * z, gh, w_hh)
+
+
+def _previous(first: Tensor, stacked: Tensor, running: tuple[int, ...], offsets: list[int]) -> Tensor:
+    """The state each stacked row started its step from: first[:running[0]] for step 0, then each step's
+    rows of the step before (N, ·); the input of the weight gradients' single products."""
+    return torch.cat([first[:running[0]]] + [stacked[offsets[t - 1]:offsets[t - 1] + n]
+                                             for t, n in enumerate(running) if t > 0])
+
+
 class DecoderLoop(torch.autograd.Function):
     """Steps 1-3 for every step of a teacher-forced batch, forward and backward (see the module docstring)."""
 
@@ -80,7 +120,7 @@ class DecoderLoop(torch.autograd.Function):
         tops = s0.new_empty(N, H)  # s_t
         contexts = s0.new_empty(N, D)  # c_t
         alphas = s0.new_empty(N, S)  # α_t
-        gates = s0.new_empty(3, N, H)  # r, z and n of the GRU
+        gates = s0.new_empty(N, 3 * H)  # r, z and n of the GRU
         hidden_n = s0.new_empty(N, H)  # W_hn s_{t-1} + b_hn
         queries = s0.new_empty(N, D)  # q_t
         # additive: u = σ(2q + 2k), as in Attention.score (wᵀ tanh(q + k) = 2 wᵀ u − Σ w)
@@ -91,14 +131,7 @@ class DecoderLoop(torch.autograd.Function):
             rows = slice(offsets[t], offsets[t] + n)
             s_prev, c_prev = s[:n], c[:n]
             gi = torch.addmm(gi_e[rows], c_prev, w_ic.t())  # (n, 3H) W_ih [y_{t-1}; c_{t-1}] + b_ih
-            gh = torch.addmm(b_hh, s_prev, w_hh.t())  # (n, 3H) W_hh s_{t-1} + b_hh
-            i_r, i_z, i_n = gi.chunk(3, 1)
-            h_r, h_z, h_n = gh.chunk(3, 1)
-            r = torch.sigmoid(i_r + h_r, out=gates[0, rows])
-            z = torch.sigmoid(i_z + h_z, out=gates[1, rows])
-            hidden_n[rows] = h_n
-            new = torch.tanh(torch.addcmul(i_n, r, h_n), out=gates[2, rows])
-            s = torch.addcmul(new, z, s_prev - new, out=tops[rows])  # (1 − z) n + z s_{t-1}
+            s = _gru_step(gi, s_prev, w_hh, b_hh, gates, hidden_n, tops, rows)  # (n, H)
             q = torch.addmm(b_q, s, w_q.t(), out=queries[rows])  # (n, D)
             k, v = keys[:n], values[:n]
             if squashed is not None:
@@ -163,24 +196,12 @@ class DecoderLoop(torch.autograd.Function):
                 d_keys[:n].baddbmm_(de.unsqueeze(2), q.unsqueeze(1))
             d_queries[rows] = dq
             ds = torch.addmm(ds, dq, w_q)  # q_t = W_q s_t + b_q
-            # s_t = (1 − z) n + z s_{t-1}, n = tanh(i_n + r (W_hn s_{t-1} + b_hn)), r and z sigmoids
-            r, z, new = gates[0, rows], gates[1, rows], gates[2, rows]
             s_prev = s0[:n] if t == 0 else tops[offsets[t - 1]:offsets[t - 1] + n]
-            gi, gh = d_gi[rows], d_gh[rows]
-            d_new = torch.mul(ds, 1 - new * new).mul_(1 - z)
-            torch.mul(d_new, hidden_n[rows] * r * (1 - r), out=gi[:, :H])
-            torch.mul(ds * (s_prev - new), z * (1 - z), out=gi[:, H:2 * H])
-            gi[:, 2 * H:] = d_new
-            gh[:, :2 * H] = gi[:, :2 * H]
-            torch.mul(d_new, r, out=gh[:, 2 * H:])
-            d_s[:n] = torch.addmm(ds * z, gh, w_hh)
-            d_c[:n] = gi @ w_ic  # gi = W_ie y + W_ic c_{t-1} + b_ih
+            d_s[:n] = _gru_step_backward(ds, s_prev, w_hh, gates, hidden_n, d_gi, d_gh, rows)
+            d_c[:n] = d_gi[rows] @ w_ic  # W_ih [y_{t-1}; c_{t-1}] = W_iy y_{t-1} + W_ic c_{t-1}
         # Weight gradients: one product per weight over every row of every step.
-        firsts = running[0]
-        prev_s = torch.cat([s0[:firsts]] + [tops[offsets[t - 1]:offsets[t - 1] + n]
-                                           for t, n in enumerate(running) if t > 0])  # s_{t-1} (N, H)
-        prev_c = torch.cat([contexts.new_zeros(firsts, D)] + [contexts[offsets[t - 1]:offsets[t - 1] + n]
-                                                              for t, n in enumerate(running) if t > 0])
+        prev_s = _previous(s0, tops, running, offsets)  # s_{t-1} (N, H)
+        prev_c = _previous(contexts.new_zeros(running[0], D), contexts, running, offsets)  # c_{t-1} (N, D)
         d_w_ic = d_gi.t() @ prev_c
         d_w_hh = d_gh.t() @ prev_s
         d_b_hh = d_gh.sum(0)
@@ -191,3 +212,84 @@ class DecoderLoop(torch.autograd.Function):
             # ∂e/∂w = 2u − 1 (the −1 sums to nothing: softmax's gradient adds up to 0 in each row)
             d_w = 2 * (d_scores.view(1, N * S) @ squashed.view(N * S, D)).squeeze(0) - d_scores.sum()
         return (d_gi, d_s, d_keys, d_values, d_w_ic, d_w_hh, d_b_hh, d_w_q, d_b_q, d_w, None, None, None)
+
+
+class GRUScan(torch.autograd.Function):
+    """One GRU layer in one direction over rows sorted longest first: step t runs rows [0, running[t])
+    (no work on padding); forward and backward as in `DecoderLoop`, without attention."""
+
+    @staticmethod
+    def forward(ctx: Any, gi: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor,
+                running: tuple[int, ...]) -> Tensor:
+        N, H = gi.shape[0], w_hh.shape[1]
+        offsets = _offsets(running)
+        out = gi.new_empty(N, H)
+        gates = gi.new_empty(N, 3 * H)
+        hidden_n = gi.new_empty(N, H)
+        h = h0
+        for t, n in enumerate(running):
+            rows = slice(offsets[t], offsets[t] + n)
+            h = _gru_step(gi[rows], h[:n], w_hh, b_hh, gates, hidden_n, out, rows)
+        ctx.running = running
+        ctx.save_for_backward(h0, w_hh, out, gates, hidden_n)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, d_out: Tensor) -> tuple[Tensor | None, ...]:
+        h0, w_hh, out, gates, hidden_n = ctx.saved_tensors
+        running = ctx.running
+        N, H = out.shape
+        offsets = _offsets(running)
+        d_gi, d_gh = out.new_empty(N, 3 * H), out.new_empty(N, 3 * H)
+        d_h = torch.zeros_like(h0)  # what steps t+1.. send back to h_t
+        for t in range(len(running) - 1, -1, -1):
+            n = running[t]
+            rows = slice(offsets[t], offsets[t] + n)
+            h_prev = h0[:n] if t == 0 else out[offsets[t - 1]:offsets[t - 1] + n]
+            d_h[:n] = _gru_step_backward(d_h[:n] + d_out[rows], h_prev, w_hh, gates, hidden_n, d_gi, d_gh, rows)
+        d_w_hh = d_gh.t() @ _previous(h0, out, running, offsets)
+        return d_gi, d_h, d_w_hh, d_gh.sum(0), None
+
+
+def encoder_applies(encoder: Any) -> bool:
+    """Whether `encoder`'s RNN may run as `GRUScan`s (a GRU encoder, while autograd records)."""
+    return encoder.cfg.cell == "gru" and torch.is_grad_enabled()
+
+
+def gru_encoder(encoder: Any, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """The GRU encoder's forward over embedded inputs x (B, S, E): every h_i (B, S, dirs·H), zero on
+    padding, and the final states (L·dirs, B, H), as Encoder.forward's nn.GRU loop computes them.
+
+    Rows are sorted longest first, so position j of every sequence still running is a prefix of the rows;
+    the right-to-left direction reads position len − 1 − j at its step j, so it runs the same prefixes.
+    """
+    B, S, _ = x.shape
+    H = encoder.cfg.hidden
+    device = x.device
+    lengths = lengths.to(device)
+    order = torch.argsort(lengths, descending=True, stable=True)
+    back = torch.argsort(order)
+    ordered = lengths.index_select(0, order)
+    running = tuple(n for n in (ordered.unsqueeze(0) > torch.arange(S, device=device).unsqueeze(1))
+                    .sum(1).tolist() if n)
+    rows = torch.cat([torch.arange(n, device=device) for n in running])  # the row of each stacked entry
+    steps = torch.cat([torch.full((n,), t, device=device) for t, n in enumerate(running)])
+    # row b's input at step j: position j left to right, position len_b − 1 − j right to left (rows of (B·S, ·))
+    places = (rows * S + steps, rows * S + ordered.index_select(0, rows) - 1 - steps)
+    offsets = torch.tensor(_offsets(running), device=device)
+    last = offsets.index_select(0, ordered - 1) + torch.arange(B, device=device)  # each row's final step
+    h0 = x.new_zeros(B, H)
+    x = x.index_select(0, order)
+    finals = []
+    for layer, directions in enumerate(encoder.rnn):
+        flat = x.reshape(B * S, -1)
+        outs = []
+        for d, rnn in enumerate(directions):
+            gi = torch.nn.functional.linear(flat.index_select(0, places[d]), rnn.weight_ih_l0, rnn.bias_ih_l0)
+            h = GRUScan.apply(gi, h0, rnn.weight_hh_l0, rnn.bias_hh_l0, running)  # (N, H)
+            finals.append(h.index_select(0, last).index_select(0, back))
+            outs.append(h.new_zeros(B * S, H).index_copy(0, places[d], h).view(B, S, H))
+        x = torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]
+        if layer + 1 < len(encoder.rnn):  # dropout's masks fall on the rows in their own order, as in nn.GRU's loop
+            x = encoder.dropout(x.index_select(0, back)).index_select(0, order)
+    return x.index_select(0, back), torch.stack(finals)

@@ -111,7 +111,9 @@ class Dropout(nn.Dropout):
 
     torch's default generator is one per process, shared by every thread: two sessions training at
     once would take each other's draws, and one seed would no longer give one set of weights.
-    Without a generator it is nn.Dropout itself.
+    Without a generator it is nn.Dropout itself. Masks are drawn in the elements' logical order, whatever
+    the memory layout of x: equal inputs get equal masks however they were computed (nn.GRU's batch-first
+    output is a transposed view; fused.gru_encoder's is not).
     """
 
     generator: torch.Generator | None = None
@@ -119,7 +121,7 @@ class Dropout(nn.Dropout):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0 or self.generator is None:
             return super().forward(x)
-        keep = torch.empty_like(x).bernoulli_(1.0 - self.p, generator=self.generator)
+        keep = x.new_empty(x.shape).bernoulli_(1.0 - self.p, generator=self.generator)
         return x * keep / (1.0 - self.p)
 
 
@@ -194,7 +196,9 @@ class Encoder(nn.Module):
     rnn and gru run one plain (unpacked) RNN per layer and direction: padding sits after each
     sequence, so a causal RNN never sees it before a real token, and the backward direction reads
     each sequence reversed within its own length. That keeps a padded batch exactly equal to each
-    sequence alone, without packed sequences (whose backward pass is slow on CPU).
+    sequence alone, without packed sequences (whose backward pass is slow on CPU). While autograd
+    records, a GRU encoder runs fused.gru_encoder instead: the same equations with the same weights, no
+    work on padding, and a hand-written backward pass.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -220,6 +224,8 @@ class Encoder(nn.Module):
         x = self.embed(src)  # (B, S, E)
         if self.cfg.cell == "unshared":
             return self.rnn(x, lengths)
+        if fused.encoder_applies(self):
+            return fused.gru_encoder(self, x, lengths)
         if self.cfg.cell == "lstm":
             packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
             own_masks = self.training and self.rnn.dropout > 0 and self.dropout.generator is not None

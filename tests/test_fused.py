@@ -100,3 +100,41 @@ def test_without_autograd_the_loop_is_not_used():
     assert fused.applies(model)
     with torch.no_grad():
         assert not fused.applies(model)
+
+
+def encoder_run(model: Seq2Seq, use_fused: bool, seed: int = 0):
+    """h, the final states and every encoder parameter's gradient, through GRUScan or nn.GRU."""
+    model.zero_grad(set_to_none=True)
+    model.draw_dropout_from(torch.Generator().manual_seed(seed))  # the same dropout masks in both runs
+    src, lengths, _ = batch(model.cfg)
+    with mock.patch.object(fused, "encoder_applies", lambda e: use_fused):
+        h, final = model.encoder(src, lengths)
+    assert ("GRUScanBackward" in graph_nodes(h)) == use_fused
+    (h.sin().sum() + (final ** 2).sum()).backward()
+    grads = {name: p.grad.clone() for name, p in model.encoder.named_parameters() if p.grad is not None}
+    return h.detach(), final.detach(), grads
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_the_gru_encoder_scan_gives_nn_grus_states_and_gradients(bidirectional, layers):
+    cfg = ModelConfig(src_vocab=13, tgt_vocab=14, embed=16, hidden=24, attn_dim=8, bidirectional=bidirectional,
+                      layers=layers, dropout=0.3)
+    model = seeded_model(cfg, 4).double()
+    model.train()  # dropout between the layers: the masks must fall on the same rows
+    (h1, f1, g1), (h2, f2, g2) = encoder_run(model, True), encoder_run(model, False)
+    torch.testing.assert_close(h1, h2, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(f1, f2, rtol=1e-10, atol=1e-10)
+    assert g1.keys() == g2.keys() and len(g1) > 0
+    for name in g2:
+        torch.testing.assert_close(g1[name], g2[name], rtol=1e-10, atol=1e-10, msg=lambda m: f"{name}: {m}")
+    assert (h1[torch.arange(S).unsqueeze(0) >= LENGTHS.unsqueeze(1)] == 0).all()  # zero on padding
+
+
+@pytest.mark.parametrize("cell", ["lstm", "rnn", "unshared"])
+def test_other_encoders_run_their_own_modules(cell):
+    model = Seq2Seq(ModelConfig(src_vocab=13, tgt_vocab=14, cell=cell))
+    assert not fused.encoder_applies(model.encoder)
+    src, lengths, _ = batch(model.cfg)
+    h, _ = model.encoder(src, lengths)
+    assert "GRUScanBackward" not in graph_nodes(h)

@@ -11,6 +11,7 @@ from explorer.decoding import batch_sources, decode
 from explorer.errors import ExplorerError
 from explorer.model import (
     Control,
+    Dropout,
     ModelConfig,
     Seq2Seq,
     UnsharedRNN,
@@ -373,3 +374,16 @@ def test_a_multi_layer_lstm_encoder_trained_with_its_own_generator_computes_what
     assert torch.allclose(h, h_ref, atol=1e-6) and torch.allclose(hn, hn_ref, atol=1e-6)
     assert torch.allclose(cn, cn_ref, atol=1e-6)
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(grads, ref_grads))
+
+
+def test_dropout_with_a_generator_masks_equal_inputs_alike_whatever_their_memory_layout():
+    """nn.GRU's batch-first output is a transposed view; the same values laid out contiguously got other
+    masks (the draws filled memory in order), so the GRU encoder's two paths trained differently."""
+    dropout = Dropout(0.5)
+    x = torch.randn(5, 4, 3).transpose(0, 1)  # (4, 5, 3), not contiguous
+    masks = []
+    for same in (x, x.contiguous()):
+        dropout.generator = torch.Generator().manual_seed(0)
+        masks.append(dropout(same) == 0)
+    assert torch.equal(masks[0], masks[1])
+    assert 0 < int(masks[0].sum()) < masks[0].numel()
