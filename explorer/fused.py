@@ -1,21 +1,25 @@
-"""The teacher-forced decoder loop of training, with a hand-written backward pass.
+"""Training's two recurrences, each one autograd node with a hand-written backward pass.
 
-Under teacher forcing every y_{t-1} is known, so training runs `Seq2Seq.decode_step`'s equations for all
-steps of a batch in one autograd node (`DecoderLoop`) instead of a few dozen nodes per step:
+`DecoderLoop`: under teacher forcing every y_{t-1} is known, so training runs `Seq2Seq.decode_step`'s
+equations for all steps of a batch in one node instead of a few dozen nodes per step:
 
     step 1    s_t = GRU(s_{t-1}, [y_{t-1}; c_{t-1}])
     step 2    q_t = Query(s_t)
     step 3    e_ti = score(q_t, k_i),  α_t = softmax(e_t),  c_t = Σ_i α_ti v_i
 
+`GRUScan` (`gru_encoder`): the GRU encoder h_i = GRU(h_{i-1}, x_i), each direction of each layer.
+
 Why: at the PyTorch tutorial's sizes autograd's per-step backward spent most of a training step on small
 weight-gradient products (one per step and weight, each written out and added up), on zero-filled
-(B, S, D) gradients of the per-step key and value views, and on bookkeeping. Here the weight gradients
-are one matrix product per weight over every row of every step, the key and value gradients are added in
-place, and the embedding part of the GRU's input product runs once for all steps (`gru_input`).
+(B, S, D) gradients of the per-step key and value views, and on bookkeeping; nn.GRU also ran every
+padding position. Here the weight gradients are one matrix product per weight over every row of every
+step, the key and value gradients are added in place, input products run once for all steps (`gru_input`),
+and rows sorted longest first let step t run only the rows still going (a prefix, as views).
 
-Only what training needs is covered: one GRU layer with attention, no interventions, temperature 1.
-Every other model, and everything shown in the app (traces, decoding), runs `decode_step`;
-tests/test_fused.py checks that both give the same logits, weights and gradients.
+Only what training needs is covered: GRU cells, a one-layer decoder with attention, no interventions,
+temperature 1, and only while autograd records. Every other model, and everything shown in the app
+(traces, decoding), runs `decode_step` and nn.GRU; tests/test_fused.py checks that both paths give the
+same outputs and gradients.
 """
 
 from __future__ import annotations
