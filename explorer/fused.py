@@ -70,44 +70,40 @@ def _offsets(running: tuple[int, ...]) -> list[int]:
     return out
 
 
-def _gru_step(gi: Tensor, s_prev: Tensor, w_hh: Tensor, b_hh: Tensor, gates: Tensor, hidden_n: Tensor,
-              out: Tensor, rows: slice) -> Tensor:
-    """s_t = (1 − z) n + z s_{t-1} for one step's rows (nn.GRUCell's equations), written into out[rows];
-    keeps [r, z, n] (gates, (N, 3H)) and W_hn s_{t-1} + b_hn for the backward pass.
-    gi (n, 3H): W_ih x_t + b_ih."""
-    H = s_prev.shape[1]
-    gh = torch.addmm(b_hh, s_prev, w_hh.t())  # (n, 3H) W_hh s_{t-1} + b_hh
-    g = gates[rows]
-    r_z = torch.add(gi[:, :2 * H], gh[:, :2 * H], out=g[:, :2 * H]).sigmoid_()  # r and z at once
-    h_n = gh[:, 2 * H:]
-    hidden_n[rows] = h_n
-    new = torch.addcmul(gi[:, 2 * H:], r_z[:, :H], h_n, out=g[:, 2 * H:]).tanh_()
-    return torch.addcmul(new, r_z[:, H:], s_prev - new, out=out[rows])
+def _gru_cell(gi: Tensor, gh: Tensor, s_prev: Tensor, gates: Tensor, hidden_n: Tensor, out: Tensor) -> Tensor:
+    """s_t = (1 − z) n + z s_{t-1} (nn.GRUCell's equations) for one step's rows, written into `out`;
+    keeps [r, z, n] in `gates` (·, 3H) and W_hn s_{t-1} + b_hn in `hidden_n` for the backward pass.
+    gi: W_ih x_t + b_ih, gh: W_hh s_{t-1} + b_hh (·, 3H); any leading dimensions (directions)."""
+    H = s_prev.shape[-1]
+    r_z = torch.add(gi[..., :2 * H], gh[..., :2 * H], out=gates[..., :2 * H]).sigmoid_()  # r and z at once
+    h_n = gh[..., 2 * H:]
+    hidden_n.copy_(h_n)
+    new = torch.addcmul(gi[..., 2 * H:], r_z[..., :H], h_n, out=gates[..., 2 * H:]).tanh_()
+    return torch.addcmul(new, r_z[..., H:], s_prev - new, out=out)
 
 
-def _gru_step_backward(ds: Tensor, s_prev: Tensor, w_hh: Tensor, gates: Tensor, hidden_n: Tensor,
-                       d_gi: Tensor, d_gh: Tensor, rows: slice) -> Tensor:
-    """`_gru_step` backward: writes the gradients of W_ih x_t + b_ih and W_hh s_{t-1} + b_hh into
-    d_gi[rows] and d_gh[rows]; returns the gradient of s_{t-1}."""
-    H = s_prev.shape[1]
-    g = gates[rows]
-    r, z, new = g[:, :H], g[:, H:2 * H], g[:, 2 * H:]
-    gi, gh = d_gi[rows], d_gh[rows]
+def _gru_cell_backward(ds: Tensor, s_prev: Tensor, gates: Tensor, hidden_n: Tensor, d_gi: Tensor,
+                       d_gh: Tensor) -> Tensor:
+    """`_gru_cell` backward: writes the gradients of gi and gh into d_gi and d_gh; returns the part of
+    s_{t-1}'s gradient that does not go through W_hh (the caller adds d_gh W_hh)."""
+    H = s_prev.shape[-1]
+    r, z, new = gates[..., :H], gates[..., H:2 * H], gates[..., 2 * H:]
     # through n = tanh(i_n + r (W_hn s_{t-1} + b_hn)): dn (1 − n²), with dn = ds (1 − z)
     d_new = torch.addcmul(ds, ds, z, value=-1).mul_(torch.addcmul(torch.ones_like(new), new, new, value=-1))
-    torch.mul(d_new, hidden_n[rows], out=gi[:, :H]).mul_(torch.addcmul(r, r, r, value=-1))  # r (1 − r)
-    torch.mul(ds, s_prev - new, out=gi[:, H:2 * H]).mul_(torch.addcmul(z, z, z, value=-1))  # z (1 − z)
-    gi[:, 2 * H:] = d_new
-    gh[:, :2 * H] = gi[:, :2 * H]
-    torch.mul(d_new, r, out=gh[:, 2 * H:])
-    return torch.addmm(ds * z, gh, w_hh)
+    torch.mul(d_new, hidden_n, out=d_gi[..., :H]).mul_(torch.addcmul(r, r, r, value=-1))  # r (1 − r)
+    torch.mul(ds, s_prev - new, out=d_gi[..., H:2 * H]).mul_(torch.addcmul(z, z, z, value=-1))  # z (1 − z)
+    d_gi[..., 2 * H:] = d_new
+    d_gh[..., :2 * H] = d_gi[..., :2 * H]
+    torch.mul(d_new, r, out=d_gh[..., 2 * H:])
+    return ds * z
 
 
 def _previous(first: Tensor, stacked: Tensor, running: tuple[int, ...], offsets: list[int]) -> Tensor:
-    """The state each stacked row started its step from: first[:running[0]] for step 0, then each step's
-    rows of the step before (N, ·); the input of the weight gradients' single products."""
-    return torch.cat([first[:running[0]]] + [stacked[offsets[t - 1]:offsets[t - 1] + n]
-                                             for t, n in enumerate(running) if t > 0])
+    """The state each stacked row started its step from (rows along dim -2): first's first running[0]
+    rows for step 0, then each step's rows of the step before; the input of the weight gradients'
+    single products."""
+    return torch.cat([first.narrow(-2, 0, running[0])]
+                     + [stacked.narrow(-2, offsets[t - 1], n) for t, n in enumerate(running) if t > 0], dim=-2)
 
 
 class DecoderLoop(torch.autograd.Function):
@@ -135,7 +131,8 @@ class DecoderLoop(torch.autograd.Function):
             rows = slice(offsets[t], offsets[t] + n)
             s_prev, c_prev = s[:n], c[:n]
             gi = torch.addmm(gi_e[rows], c_prev, w_ic.t())  # (n, 3H) W_ih [y_{t-1}; c_{t-1}] + b_ih
-            s = _gru_step(gi, s_prev, w_hh, b_hh, gates, hidden_n, tops, rows)  # (n, H)
+            gh = torch.addmm(b_hh, s_prev, w_hh.t())  # (n, 3H) W_hh s_{t-1} + b_hh
+            s = _gru_cell(gi, gh, s_prev, gates[rows], hidden_n[rows], tops[rows])  # (n, H)
             q = torch.addmm(b_q, s, w_q.t(), out=queries[rows])  # (n, D)
             k, v = keys[:n], values[:n]
             if squashed is not None:
@@ -201,7 +198,8 @@ class DecoderLoop(torch.autograd.Function):
             d_queries[rows] = dq
             ds = torch.addmm(ds, dq, w_q)  # q_t = W_q s_t + b_q
             s_prev = s0[:n] if t == 0 else tops[offsets[t - 1]:offsets[t - 1] + n]
-            d_s[:n] = _gru_step_backward(ds, s_prev, w_hh, gates, hidden_n, d_gi, d_gh, rows)
+            direct = _gru_cell_backward(ds, s_prev, gates[rows], hidden_n[rows], d_gi[rows], d_gh[rows])
+            d_s[:n] = torch.addmm(direct, d_gh[rows], w_hh)
             d_c[:n] = d_gi[rows] @ w_ic  # W_ih [y_{t-1}; c_{t-1}] = W_iy y_{t-1} + W_ic c_{t-1}
         # Weight gradients: one product per weight over every row of every step.
         prev_s = _previous(s0, tops, running, offsets)  # s_{t-1} (N, H)
@@ -219,21 +217,25 @@ class DecoderLoop(torch.autograd.Function):
 
 
 class GRUScan(torch.autograd.Function):
-    """One GRU layer in one direction over rows sorted longest first: step t runs rows [0, running[t])
-    (no work on padding); forward and backward as in `DecoderLoop`, without attention."""
+    """A GRU layer over rows sorted longest first, in P directions at once (each its own weights, the same
+    rows): step t runs rows [0, running[t]) (no work on padding). gi (P, N, 3H) W_ih x + b_ih for every
+    stacked row, h0 (P, B, H), w_hh (P, 3H, H), b_hh (P, 3H) -> h (P, N, H)."""
 
     @staticmethod
     def forward(ctx: Any, gi: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor,
                 running: tuple[int, ...]) -> Tensor:
-        N, H = gi.shape[0], w_hh.shape[1]
+        P, N, H = gi.shape[0], gi.shape[1], w_hh.shape[2]
         offsets = _offsets(running)
-        out = gi.new_empty(N, H)
-        gates = gi.new_empty(N, 3 * H)
-        hidden_n = gi.new_empty(N, H)
+        out = gi.new_empty(P, N, H)
+        gates = gi.new_empty(P, N, 3 * H)
+        hidden_n = gi.new_empty(P, N, H)
+        w_hh_t, b_hh = w_hh.transpose(1, 2), b_hh.unsqueeze(1)
         h = h0
         for t, n in enumerate(running):
             rows = slice(offsets[t], offsets[t] + n)
-            h = _gru_step(gi[rows], h[:n], w_hh, b_hh, gates, hidden_n, out, rows)
+            h_prev = h[:, :n]
+            gh = torch.baddbmm(b_hh, h_prev, w_hh_t)  # (P, n, 3H) W_hh h_{t-1} + b_hh
+            h = _gru_cell(gi[:, rows], gh, h_prev, gates[:, rows], hidden_n[:, rows], out[:, rows])
         ctx.running = running
         ctx.save_for_backward(h0, w_hh, out, gates, hidden_n)
         return out
@@ -242,17 +244,19 @@ class GRUScan(torch.autograd.Function):
     def backward(ctx: Any, d_out: Tensor) -> tuple[Tensor | None, ...]:
         h0, w_hh, out, gates, hidden_n = ctx.saved_tensors
         running = ctx.running
-        N, H = out.shape
+        P, N, H = out.shape
         offsets = _offsets(running)
-        d_gi, d_gh = out.new_empty(N, 3 * H), out.new_empty(N, 3 * H)
+        d_gi, d_gh = out.new_empty(P, N, 3 * H), out.new_empty(P, N, 3 * H)
         d_h = torch.zeros_like(h0)  # what steps t+1.. send back to h_t
         for t in range(len(running) - 1, -1, -1):
             n = running[t]
             rows = slice(offsets[t], offsets[t] + n)
-            h_prev = h0[:n] if t == 0 else out[offsets[t - 1]:offsets[t - 1] + n]
-            d_h[:n] = _gru_step_backward(d_h[:n] + d_out[rows], h_prev, w_hh, gates, hidden_n, d_gi, d_gh, rows)
-        d_w_hh = d_gh.t() @ _previous(h0, out, running, offsets)
-        return d_gi, d_h, d_w_hh, d_gh.sum(0), None
+            h_prev = h0[:, :n] if t == 0 else out[:, offsets[t - 1]:offsets[t - 1] + n]
+            direct = _gru_cell_backward(d_h[:, :n] + d_out[:, rows], h_prev, gates[:, rows], hidden_n[:, rows],
+                                        d_gi[:, rows], d_gh[:, rows])
+            d_h[:, :n] = torch.baddbmm(direct, d_gh[:, rows], w_hh)
+        d_w_hh = d_gh.transpose(1, 2) @ _previous(h0, out, running, offsets)  # (P, 3H, H)
+        return d_gi, d_h, d_w_hh, d_gh.sum(1), None
 
 
 def encoder_applies(encoder: Any) -> bool:
@@ -265,7 +269,8 @@ def gru_encoder(encoder: Any, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tenso
     padding, and the final states (L·dirs, B, H), as Encoder.forward's nn.GRU loop computes them.
 
     Rows are sorted longest first, so position j of every sequence still running is a prefix of the rows;
-    the right-to-left direction reads position len − 1 − j at its step j, so it runs the same prefixes.
+    the right-to-left direction reads position len − 1 − j at its step j, so it runs the same prefixes,
+    and both directions of a layer run as one `GRUScan`.
     """
     B, S, _ = x.shape
     H = encoder.cfg.hidden
@@ -279,21 +284,22 @@ def gru_encoder(encoder: Any, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tenso
     rows = torch.cat([torch.arange(n, device=device) for n in running])  # the row of each stacked entry
     steps = torch.cat([torch.full((n,), t, device=device) for t, n in enumerate(running)])
     # row b's input at step j: position j left to right, position len_b − 1 − j right to left (rows of (B·S, ·))
-    places = (rows * S + steps, rows * S + ordered.index_select(0, rows) - 1 - steps)
+    places = [rows * S + steps, rows * S + ordered.index_select(0, rows) - 1 - steps]
     offsets = torch.tensor(_offsets(running), device=device)
     last = offsets.index_select(0, ordered - 1) + torch.arange(B, device=device)  # each row's final step
-    h0 = x.new_zeros(B, H)
     x = x.index_select(0, order)
+    P = 2 if encoder.cfg.bidirectional else 1
+    where = torch.cat(places[:P])
+    h0 = x.new_zeros(P, B, H)
     finals = []
     for layer, directions in enumerate(encoder.rnn):
-        flat = x.reshape(B * S, -1)
-        outs = []
-        for d, rnn in enumerate(directions):
-            gi = torch.nn.functional.linear(flat.index_select(0, places[d]), rnn.weight_ih_l0, rnn.bias_ih_l0)
-            h = GRUScan.apply(gi, h0, rnn.weight_hh_l0, rnn.bias_hh_l0, running)  # (N, H)
-            finals.append(h.index_select(0, last).index_select(0, back))
-            outs.append(h.new_zeros(B * S, H).index_copy(0, places[d], h).view(B, S, H))
-        x = torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]
+        stacked = lambda name: torch.stack([getattr(rnn, name) for rnn in directions])  # noqa: E731
+        inputs = x.reshape(B * S, -1).index_select(0, where).view(P, len(rows), -1)  # (P, N, in)
+        gi = torch.baddbmm(stacked("bias_ih_l0").unsqueeze(1), inputs, stacked("weight_ih_l0").transpose(1, 2))
+        h = GRUScan.apply(gi, h0, stacked("weight_hh_l0"), stacked("bias_hh_l0"), running)  # (P, N, H)
+        finals.extend(h.index_select(1, last).index_select(1, back).unbind(0))
+        outs = [h.new_zeros(B * S, H).index_copy(0, places[d], h[d]).view(B, S, H) for d in range(P)]
+        x = torch.cat(outs, dim=-1) if P > 1 else outs[0]
         if layer + 1 < len(encoder.rnn):  # dropout's masks fall on the rows in their own order, as in nn.GRU's loop
             x = encoder.dropout(x.index_select(0, back)).index_select(0, order)
     return x.index_select(0, back), torch.stack(finals)
