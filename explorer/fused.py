@@ -13,8 +13,9 @@ Why: at the PyTorch tutorial's sizes autograd's per-step backward spent most of 
 weight-gradient products (one per step and weight, each written out and added up), on zero-filled
 (B, S, D) gradients of the per-step key and value views, and on bookkeeping; nn.GRU also ran every
 padding position. Here the weight gradients are one matrix product per weight over every row of every
-step, the key and value gradients are added in place, input products run once for all steps (`gru_input`),
-and rows sorted longest first let step t run only the rows still going (a prefix, as views).
+step, the value (and dot-product key) gradients one product per row after the loop, input products run
+once for all steps (`gru_input`), and rows sorted longest first let step t run only the rows still going
+(a prefix, as views).
 
 Only what training needs is covered: GRU cells, a one-layer decoder with attention, no interventions,
 temperature 1, and only while autograd records. Every other model, and everything shown in the app
@@ -139,12 +140,12 @@ class DecoderLoop(torch.autograd.Function):
                 u = torch.sigmoid(torch.add((2 * q).unsqueeze(1), k, alpha=2), out=squashed[rows])  # (n, S, D)
                 e = (u @ w).mul_(2).sub_(w.sum())
             else:
-                e = (k * q.unsqueeze(1)).sum(-1)  # (n, S)
+                e = torch.bmm(q.unsqueeze(1), k.transpose(1, 2)).squeeze(1)  # (n, S), as Attention.score
                 if kind == "scaled_dot":
                     e = e / math.sqrt(D)
             a = torch.softmax(e.masked_fill_(hidden[:n], float("-inf")), dim=-1)
             alphas[rows] = a
-            c = torch.sum(a.unsqueeze(-1) * v, 1, out=contexts[rows])  # (n, D)
+            c = torch.bmm(a.unsqueeze(1), v, out=contexts[rows].unsqueeze(1)).squeeze(1)  # (n, D)
         ctx.running, ctx.kind = running, kind
         ctx.save_for_backward(s0, keys, values, w_ic, w_hh, w_q, w, tops, contexts, alphas, gates, hidden_n,
                               queries, squashed)
@@ -164,23 +165,25 @@ class DecoderLoop(torch.autograd.Function):
         d_gi = s0.new_empty(N, 3 * H)  # gradient of W_ih [y_{t-1}; c_{t-1}] + b_ih
         d_gh = s0.new_empty(N, 3 * H)  # gradient of W_hh s_{t-1} + b_hh
         d_queries = s0.new_empty(N, D)
-        d_scores = s0.new_empty(N, S) if squashed is not None else None
-        d_keys, d_values = torch.zeros_like(keys), torch.zeros_like(values)
+        d_scores = s0.new_empty(N, S)  # gradient of e_t (dot: times 1/√D when scaled)
+        d_contexts_all = s0.new_empty(N, D)  # gradient of c_t, from the readout and from step t+1
+        d_keys = torch.zeros_like(keys) if squashed is not None else None
         d_s, d_c = s0.new_zeros(B, H), s0.new_zeros(B, D)  # what steps t+1.. send back to s_t and c_t
         for t in range(len(running) - 1, -1, -1):
             n = running[t]
             rows = slice(offsets[t], offsets[t] + n)
-            ds, dc = d_s[:n], d_c[:n]
+            ds, dc = d_s[:n], d_contexts_all[rows]
             if d_tops is not None:
                 ds = ds + d_tops[rows]
             if d_contexts is not None:
-                dc = dc + d_contexts[rows]
+                torch.add(d_c[:n], d_contexts[rows], out=dc)
+            else:
+                dc.copy_(d_c[:n])
             a, v = alphas[rows], values[:n]
-            # c_t = Σ_i α_ti v_i
-            da = (v * dc.unsqueeze(1)).sum(-1)  # (n, S)
+            # c_t = Σ_i α_ti v_i (the values' gradient Σ_t α_ti dc_t: one product per row after the loop)
+            da = torch.bmm(dc.unsqueeze(1), v.transpose(1, 2)).squeeze(1)  # (n, S)
             if d_alphas is not None:
                 da = da + d_alphas[rows]
-            d_values[:n].baddbmm_(a.unsqueeze(2), dc.unsqueeze(1))
             # α_t = softmax(e_t); hidden positions have α = 0 and get no gradient
             de = a * (da - (a * da).sum(-1, keepdim=True))  # (n, S)
             q = queries[rows]
@@ -193,8 +196,8 @@ class DecoderLoop(torch.autograd.Function):
             else:
                 if kind == "scaled_dot":
                     de = de / math.sqrt(D)
+                d_scores[rows] = de  # the keys' gradient Σ_t de_ti q_t: one product per row after the loop
                 dq = torch.bmm(de.unsqueeze(1), keys[:n]).squeeze(1)  # (n, D)
-                d_keys[:n].baddbmm_(de.unsqueeze(2), q.unsqueeze(1))
             d_queries[rows] = dq
             ds = torch.addmm(ds, dq, w_q)  # q_t = W_q s_t + b_q
             s_prev = s0[:n] if t == 0 else tops[offsets[t - 1]:offsets[t - 1] + n]
@@ -209,8 +212,15 @@ class DecoderLoop(torch.autograd.Function):
         d_b_hh = d_gh.sum(0)
         d_w_q = d_queries.t() @ tops
         d_b_q = d_queries.sum(0)
+        # Σ over each row's steps as one (S, T) x (T, D) product per row, the steps laid out (B, T, ·)
+        T = len(running)
+        place = torch.cat([torch.arange(n, device=s0.device) * T + t for t, n in enumerate(running)])
+        by_row = lambda x: x.new_zeros(B * T, x.shape[1]).index_copy_(0, place, x).view(B, T, -1)  # noqa: E731
+        d_values = by_row(alphas).transpose(1, 2) @ by_row(d_contexts_all)  # (B, S, D)
         d_w = None
-        if squashed is not None:
+        if squashed is None:
+            d_keys = by_row(d_scores).transpose(1, 2) @ by_row(queries)
+        else:
             # ∂e/∂w = 2u − 1 (the −1 sums to nothing: softmax's gradient adds up to 0 in each row)
             d_w = 2 * (d_scores.view(1, N * S) @ squashed.view(N * S, D)).squeeze(0) - d_scores.sum()
         return (d_gi, d_s, d_keys, d_values, d_w_ic, d_w_hh, d_b_hh, d_w_q, d_b_q, d_w, None, None, None)
