@@ -10,8 +10,9 @@ Notation follows the seed text (DESIGN §1):
 
 Sizes: B batch, S source length, T target length, E embedding, H hidden, D attention size, V vocabulary.
 Everything that decodes (training, greedy, beam, traces, interventions) calls `Seq2Seq.decode_step`; only
-teacher-forced training of a one-layer GRU runs the same equations in explorer/fused.py, with a hand-written
-backward pass (tests/test_fused.py holds it to decode_step's values and gradients).
+training (while autograd records) runs a GRU encoder and a one-layer GRU decoder's teacher-forced loop
+through explorer/fused.py: the same equations with hand-written backward passes, which
+tests/test_fused.py holds to nn.GRU's and decode_step's values and gradients.
 """
 
 from __future__ import annotations
