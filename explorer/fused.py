@@ -62,6 +62,14 @@ def decoder_loop(model: Any, gi_e: Tensor, s0: Tensor, keys: Tensor, values: Ten
                              model.cfg.attention)
 
 
+def stacked_rows(running: list[int] | tuple[int, ...], device: torch.device) -> tuple[Tensor, Tensor]:
+    """For each row of the (N, ·) stacks, the batch row and the step it belongs to: step t's rows
+    [0, running[t]) follow step t-1's. Row b at step t of a (B, W) layout is then rows * W + steps."""
+    rows = torch.cat([torch.arange(n, device=device) for n in running])
+    steps = torch.cat([torch.full((n,), t, device=device) for t, n in enumerate(running)])
+    return rows, steps
+
+
 def _offsets(running: tuple[int, ...]) -> list[int]:
     """Where each step's rows start in the stacked (N, ·) tensors."""
     out, total = [], 0
@@ -127,6 +135,7 @@ class DecoderLoop(torch.autograd.Function):
         # additive: u = σ(2q + 2k), as in Attention.score (wᵀ tanh(q + k) = 2 wᵀ u − Σ w)
         squashed = s0.new_empty(N, S, D) if kind == "additive" else None
         hidden = ~mask
+        w_sum = w.sum() if w is not None else None
         s, c = s0, s0.new_zeros(B, D)
         for t, n in enumerate(running):
             rows = slice(offsets[t], offsets[t] + n)
@@ -138,7 +147,7 @@ class DecoderLoop(torch.autograd.Function):
             k, v = keys[:n], values[:n]
             if squashed is not None:
                 u = torch.sigmoid(torch.add((2 * q).unsqueeze(1), k, alpha=2), out=squashed[rows])  # (n, S, D)
-                e = (u @ w).mul_(2).sub_(w.sum())
+                e = (u @ w).mul_(2).sub_(w_sum)
             else:
                 e = torch.bmm(q.unsqueeze(1), k.transpose(1, 2)).squeeze(1)  # (n, S), as Attention.score
                 if kind == "scaled_dot":
@@ -169,6 +178,7 @@ class DecoderLoop(torch.autograd.Function):
         d_contexts_all = s0.new_empty(N, D)  # gradient of c_t, from the readout and from step t+1
         d_keys = torch.zeros_like(keys) if squashed is not None else None
         d_s, d_c = s0.new_zeros(B, H), s0.new_zeros(B, D)  # what steps t+1.. send back to s_t and c_t
+        w4 = 4 * w if w is not None else None
         for t in range(len(running) - 1, -1, -1):
             n = running[t]
             rows = slice(offsets[t], offsets[t] + n)
@@ -190,7 +200,7 @@ class DecoderLoop(torch.autograd.Function):
             if squashed is not None:  # e = 2 wᵀ σ(2q + 2k) − Σ w: d(q + k) = 4 e' w u (1 − u)
                 u = squashed[rows]
                 d_scores[rows] = de
-                d_pre = torch.addcmul(u, u, u, value=-1).mul_(de.unsqueeze(-1)).mul_(4 * w)  # (n, S, D)
+                d_pre = torch.addcmul(u, u, u, value=-1).mul_(de.unsqueeze(-1)).mul_(w4)  # (n, S, D)
                 dq = d_pre.sum(1)
                 d_keys[:n] += d_pre
             else:
@@ -214,7 +224,8 @@ class DecoderLoop(torch.autograd.Function):
         d_b_q = d_queries.sum(0)
         # Σ over each row's steps as one (S, T) x (T, D) product per row, the steps laid out (B, T, ·)
         T = len(running)
-        place = torch.cat([torch.arange(n, device=s0.device) * T + t for t, n in enumerate(running)])
+        rows, steps = stacked_rows(running, s0.device)
+        place = rows * T + steps
         by_row = lambda x: x.new_zeros(B * T, x.shape[1]).index_copy_(0, place, x).view(B, T, -1)  # noqa: E731
         d_values = by_row(alphas).transpose(1, 2) @ by_row(d_contexts_all)  # (B, S, D)
         d_w = None
@@ -291,8 +302,7 @@ def gru_encoder(encoder: Any, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tenso
     ordered = lengths.index_select(0, order)
     running = tuple(n for n in (ordered.unsqueeze(0) > torch.arange(S, device=device).unsqueeze(1))
                     .sum(1).tolist() if n)
-    rows = torch.cat([torch.arange(n, device=device) for n in running])  # the row of each stacked entry
-    steps = torch.cat([torch.full((n,), t, device=device) for t, n in enumerate(running)])
+    rows, steps = stacked_rows(running, device)
     # row b's input at step j: position j left to right, position len_b − 1 − j right to left (rows of (B·S, ·))
     places = [rows * S + steps, rows * S + ordered.index_select(0, rows) - 1 - steps]
     offsets = torch.tensor(_offsets(running), device=device)

@@ -522,7 +522,8 @@ class Seq2Seq(nn.Module):
         running = (steps.unsqueeze(0) > torch.arange(T, device=steps.device).unsqueeze(1)).sum(1).tolist()
         running = [n for n in running if n]  # rows still running at each step
         # row b at step t is row b * T + t of the (B * T, ·) outputs; the steps' rows follow each other
-        place = torch.cat([torch.arange(n, device=tgt_in.device) * T + t for t, n in enumerate(running)])
+        rows, steps = fused.stacked_rows(running, tgt_in.device)
+        place = rows * T + steps
         if fused.applies(self):
             gi_e = fused.gru_input(self, tgt_in.reshape(-1).index_select(0, place))
             top, context, flat = fused.decoder_loop(self, gi_e, memory.s0[0], memory.keys, memory.values,
