@@ -41,10 +41,30 @@ def applies(model: Any) -> bool:
 
 def gru_input(model: Any, y_prev: Tensor) -> Tensor:
     """W_ih[:, :E] y_{t-1} + b_ih for the given rows of every step at once: the part of step 1's input
-    product that does not wait for c_{t-1}. y_prev (N,) ids -> (N, 3H)."""
+    product that does not wait for c_{t-1}. y_prev (N,) ids, never padding -> (N, 3H)."""
     cell = model.cells[0]
     E = model.cfg.embed
-    return torch.nn.functional.linear(model.embed(y_prev), cell.weight_ih[:, :E], cell.bias_ih)
+    return embedded_product(model.embed, cell.weight_ih[:, :E].unsqueeze(0), cell.bias_ih.unsqueeze(0),
+                            y_prev.unsqueeze(0))[0]
+
+
+def embedded_product(embed: torch.nn.Embedding, weight: Tensor, bias: Tensor, ids: Tensor) -> Tensor:
+    """W_p e(ids[p, j]) + b_p for P weights at once: weight (P, F, E), bias (P, F), ids (P, N), never padding
+    -> (P, N, F).
+
+    Why: an embedding lookup picks rows, and picking rows commutes with a product, so with fewer symbols
+    than lookups (a task's dozen symbols against hundreds of tokens a batch) the table's V rows are
+    multiplied once and the products picked: the same numbers (to rounding) for V rows' work instead of
+    N's, forward and backward. A large vocabulary (translation) multiplies the looked-up rows as before.
+    """
+    P, N = ids.shape
+    table = embed.weight
+    V = table.shape[0]
+    if V > N:
+        return torch.baddbmm(bias.unsqueeze(1), embed(ids), weight.transpose(1, 2))
+    products = torch.baddbmm(bias.unsqueeze(1), table.expand(P, V, -1), weight.transpose(1, 2))  # (P, V, F)
+    flat = ids + V * torch.arange(P, device=ids.device).unsqueeze(1)  # row of products.view(P * V, F)
+    return products.view(P * V, -1).index_select(0, flat.view(-1)).view(P, N, -1)
 
 
 def decoder_loop(model: Any, gi_e: Tensor, s0: Tensor, keys: Tensor, values: Tensor, mask: Tensor,
@@ -285,17 +305,17 @@ def encoder_applies(encoder: Any) -> bool:
     return encoder.cfg.cell == "gru" and torch.is_grad_enabled()
 
 
-def gru_encoder(encoder: Any, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-    """The GRU encoder's forward over embedded inputs x (B, S, E): every h_i (B, S, dirs·H), zero on
-    padding, and the final states (L·dirs, B, H), as Encoder.forward's nn.GRU loop computes them.
+def gru_encoder(encoder: Any, src: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """The GRU encoder's forward over input ids src (B, S): every h_i (B, S, dirs·H), zero on padding, and
+    the final states (L·dirs, B, H), as Encoder.forward's nn.GRU loop computes them.
 
     Rows are sorted longest first, so position j of every sequence still running is a prefix of the rows;
     the right-to-left direction reads position len − 1 − j at its step j, so it runs the same prefixes,
     and both directions of a layer run as one `GRUScan`.
     """
-    B, S, _ = x.shape
+    B, S = src.shape
     H = encoder.cfg.hidden
-    device = x.device
+    device = src.device
     lengths = lengths.to(device)
     order = torch.argsort(lengths, descending=True, stable=True)
     back = torch.argsort(order)
@@ -307,15 +327,20 @@ def gru_encoder(encoder: Any, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tenso
     places = [rows * S + steps, rows * S + ordered.index_select(0, rows) - 1 - steps]
     offsets = torch.tensor(_offsets(running), device=device)
     last = offsets.index_select(0, ordered - 1) + torch.arange(B, device=device)  # each row's final step
-    x = x.index_select(0, order)
     P = 2 if encoder.cfg.bidirectional else 1
     where = torch.cat(places[:P])
-    h0 = x.new_zeros(P, B, H)
+    h0 = encoder.embed.weight.new_zeros(P, B, H)
     finals = []
+    x = None  # the layer's input (B, S, ·) in sorted order, after the first layer
     for layer, directions in enumerate(encoder.rnn):
         stacked = lambda name: torch.stack([getattr(rnn, name) for rnn in directions])  # noqa: E731
-        inputs = x.reshape(B * S, -1).index_select(0, where).view(P, len(rows), -1)  # (P, N, in)
-        gi = torch.baddbmm(stacked("bias_ih_l0").unsqueeze(1), inputs, stacked("weight_ih_l0").transpose(1, 2))
+        w_ih, b_ih = stacked("weight_ih_l0"), stacked("bias_ih_l0")
+        if x is None:
+            ids = src.index_select(0, order).reshape(B * S).index_select(0, where).view(P, len(rows))
+            gi = embedded_product(encoder.embed, w_ih, b_ih, ids)  # (P, N, 3H)
+        else:
+            inputs = x.reshape(B * S, -1).index_select(0, where).view(P, len(rows), -1)  # (P, N, in)
+            gi = torch.baddbmm(b_ih.unsqueeze(1), inputs, w_ih.transpose(1, 2))
         h = GRUScan.apply(gi, h0, stacked("weight_hh_l0"), stacked("bias_hh_l0"), running)  # (P, N, H)
         finals.extend(h.index_select(1, last).index_select(1, back).unbind(0))
         outs = [h.new_zeros(B * S, H).index_copy(0, places[d], h[d]).view(B, S, H) for d in range(P)]

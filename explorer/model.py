@@ -222,11 +222,11 @@ class Encoder(nn.Module):
                 for layer in range(cfg.layers))
 
     def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, State]:
+        if fused.encoder_applies(self):
+            return fused.gru_encoder(self, src, lengths)
         x = self.embed(src)  # (B, S, E)
         if self.cfg.cell == "unshared":
             return self.rnn(x, lengths)
-        if fused.encoder_applies(self):
-            return fused.gru_encoder(self, x, lengths)
         if self.cfg.cell == "lstm":
             packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
             own_masks = self.training and self.rnn.dropout > 0 and self.dropout.generator is not None

@@ -70,6 +70,37 @@ def test_the_fused_loop_gives_the_stepwise_logits_weights_and_gradients(attentio
     assert_same(run(model, True, weighted), run(model, False, weighted), tol=1e-10)
 
 
+def test_with_more_symbols_than_lookups_the_rows_are_multiplied_after_the_lookup():
+    """A translation-sized vocabulary takes embedded_product's other branch: the same values and gradients."""
+    cfg = ModelConfig(src_vocab=300, tgt_vocab=400, embed=16, hidden=24, attn_dim=8, attention="additive",
+                      bidirectional=True)
+    model = seeded_model(cfg, 5).double()
+    assert_same(run(model, True), run(model, False), tol=1e-10)
+    (h1, f1, g1), (h2, f2, g2) = encoder_run(model, True), encoder_run(model, False)
+    torch.testing.assert_close(h1, h2, rtol=1e-10, atol=1e-10)
+    for name in g2:
+        torch.testing.assert_close(g1[name], g2[name], rtol=1e-10, atol=1e-10, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("symbols", [5, 40])
+def test_embedded_products_equal_the_products_of_the_looked_up_rows(symbols):
+    """Fewer symbols than lookups (5) multiplies the table first, more (40) the looked-up rows: both give
+    W_p e(id) + b_p and the same gradients for the table, the weights and the biases."""
+    g = torch.Generator().manual_seed(0)
+    embed = torch.nn.Embedding(symbols, 6, padding_idx=0).double()
+    weight = torch.randn(2, 9, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(2, 9, generator=g, dtype=torch.float64, requires_grad=True)
+    ids = torch.randint(1, symbols, (2, 12), generator=g)
+    upstream = torch.randn(2, 12, 9, generator=g, dtype=torch.float64)
+    grads = []
+    for product in (fused.embedded_product,
+                    lambda e, w, b, i: torch.stack([e(i[p]) @ w[p].T + b[p] for p in range(2)])):
+        out = product(embed, weight, bias, ids)
+        grads.append((out, *torch.autograd.grad((out * upstream).sum(), [embed.weight, weight, bias])))
+    for mine, plain in zip(*grads):
+        torch.testing.assert_close(mine, plain, rtol=1e-12, atol=1e-12)
+
+
 def test_a_loss_on_the_weights_alone_reaches_every_parameter_the_same_way():
     """Only α carries a gradient back (the loop's s_t and c_t outputs get none): the no-gradient branches."""
     cfg = ModelConfig(src_vocab=13, tgt_vocab=14, embed=16, hidden=24, attn_dim=8, attention="additive")
