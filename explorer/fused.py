@@ -99,22 +99,23 @@ def _offsets(running: tuple[int, ...]) -> list[int]:
     return out
 
 
-def _gru_cell(gi: Tensor, gh: Tensor, s_prev: Tensor, gates: Tensor, hidden_n: Tensor, out: Tensor) -> Tensor:
+def _gru_cell(gi: Tensor, gh: Tensor, s_prev: Tensor, gates: Tensor, hidden_n: Tensor | None, out: Tensor) -> Tensor:
     """s_t = (1 − z) n + z s_{t-1} (nn.GRUCell's equations) for one step's rows, written into `out`;
-    keeps [r, z, n] in `gates` (·, 3H) and W_hn s_{t-1} + b_hn in `hidden_n` for the backward pass.
-    gi: W_ih x_t + b_ih, gh: W_hh s_{t-1} + b_hh (·, 3H); any leading dimensions (directions)."""
+    keeps [r, z, n] in `gates` (·, 3H) and, given `hidden_n`, W_hn s_{t-1} + b_hn there for the backward
+    pass. gi: W_ih x_t + b_ih, gh: W_hh s_{t-1} + b_hh (·, 3H); any leading dimensions (directions)."""
     H = s_prev.shape[-1]
     r_z = torch.add(gi[..., :2 * H], gh[..., :2 * H], out=gates[..., :2 * H]).sigmoid_()  # r and z at once
     h_n = gh[..., 2 * H:]
-    hidden_n.copy_(h_n)
+    if hidden_n is not None:
+        hidden_n.copy_(h_n)
     new = torch.addcmul(gi[..., 2 * H:], r_z[..., :H], h_n, out=gates[..., 2 * H:]).tanh_()
     return torch.addcmul(new, r_z[..., H:], s_prev - new, out=out)
 
 
 def _gru_cell_backward(ds: Tensor, s_prev: Tensor, gates: Tensor, hidden_n: Tensor, d_gi: Tensor,
-                       d_gh: Tensor) -> Tensor:
-    """`_gru_cell` backward: writes the gradients of gi and gh into d_gi and d_gh; returns the part of
-    s_{t-1}'s gradient that does not go through W_hh (the caller adds d_gh W_hh)."""
+                       d_gh: Tensor, direct: Tensor | None = None) -> Tensor:
+    """`_gru_cell` backward: writes the gradients of gi and gh into d_gi and d_gh; returns (in `direct`, if
+    given) the part of s_{t-1}'s gradient that does not go through W_hh (the caller adds d_gh W_hh)."""
     H = s_prev.shape[-1]
     r, z, new = gates[..., :H], gates[..., H:2 * H], gates[..., 2 * H:]
     # through n = tanh(i_n + r (W_hn s_{t-1} + b_hn)): dn (1 − n²), with dn = ds (1 − z)
@@ -124,7 +125,7 @@ def _gru_cell_backward(ds: Tensor, s_prev: Tensor, gates: Tensor, hidden_n: Tens
     d_gi[..., 2 * H:] = d_new
     d_gh[..., :2 * H] = d_gi[..., :2 * H]
     torch.mul(d_new, r, out=d_gh[..., 2 * H:])
-    return ds * z
+    return torch.mul(ds, z, out=direct) if direct is not None else ds * z
 
 
 def _previous(first: Tensor, stacked: Tensor, running: tuple[int, ...], offsets: list[int]) -> Tensor:
@@ -136,7 +137,15 @@ def _previous(first: Tensor, stacked: Tensor, running: tuple[int, ...], offsets:
 
 
 class DecoderLoop(torch.autograd.Function):
-    """Steps 1-3 for every step of a teacher-forced batch, forward and backward (see the module docstring)."""
+    """Steps 1-3 for every step of a teacher-forced batch, forward and backward (see the module docstring).
+
+    s_t feeds two products, W_hh s_t + b_hh (step t+1's GRU) and q_t = W_q s_t + b_q (step t's query), so
+    they run as one, s_t [W_hh; W_q]ᵀ, kept for every step in `projected` (N, 3H + D): its W_hh part is the
+    next step's gh and the GRU's W_hn s + b_hn (first rows: the next step runs a prefix), its W_q part the
+    queries. The backward pass mirrors it: one product sends both gradients back to s_t, and one product
+    over the stacked rows gives both weights' gradients. The additive score takes 2q + 2k (see `forward`),
+    so its W_q part holds 2q.
+    """
 
     @staticmethod
     def forward(ctx: Any, gi_e: Tensor, s0: Tensor, keys: Tensor, values: Tensor, w_ic: Tensor, w_hh: Tensor,
@@ -146,102 +155,116 @@ class DecoderLoop(torch.autograd.Function):
         H = w_hh.shape[1]
         N = sum(running)
         offsets = _offsets(running)
+        additive = kind == "additive"
+        scale = 2.0 if additive else 1.0  # what the W_q part of `projected` holds: scale · q
+        w_sq = torch.cat([w_hh, scale * w_q])  # (3H + D, H)
+        b_sq = torch.cat([b_hh, scale * b_q])
         tops = s0.new_empty(N, H)  # s_t
         contexts = s0.new_empty(N, D)  # c_t
         alphas = s0.new_empty(N, S)  # α_t
         gates = s0.new_empty(N, 3 * H)  # r, z and n of the GRU
-        hidden_n = s0.new_empty(N, H)  # W_hn s_{t-1} + b_hn
-        queries = s0.new_empty(N, D)  # q_t
-        # additive: u = σ(2q + 2k), as in Attention.score (wᵀ tanh(q + k) = 2 wᵀ u − Σ w)
-        squashed = s0.new_empty(N, S, D) if kind == "additive" else None
+        projected = s0.new_empty(N, 3 * H + D)  # s_t [W_hh; scale W_q]ᵀ + [b_hh; scale b_q]
+        # additive: u = σ(2q + 2k), as in Attention.score: wᵀ tanh(q + k) = 2 wᵀ u − Σ w, and softmax
+        # ignores the − Σ w that every score shares
+        squashed = s0.new_empty(N, S, D) if additive else None
+        w2 = 2 * w if w is not None else None
         hidden = ~mask
-        w_sum = w.sum() if w is not None else None
-        s, c = s0, s0.new_zeros(B, D)
+        w_ic_t, w_sq_t = w_ic.t(), w_sq.t()
+        gh0 = torch.addmm(b_hh, s0, w_hh.t())  # (B, 3H) W_hh s_0 + b_hh
+        s, c, gh = s0, s0.new_zeros(B, D), gh0
         for t, n in enumerate(running):
             rows = slice(offsets[t], offsets[t] + n)
-            s_prev, c_prev = s[:n], c[:n]
-            gi = torch.addmm(gi_e[rows], c_prev, w_ic.t())  # (n, 3H) W_ih [y_{t-1}; c_{t-1}] + b_ih
-            gh = torch.addmm(b_hh, s_prev, w_hh.t())  # (n, 3H) W_hh s_{t-1} + b_hh
-            s = _gru_cell(gi, gh, s_prev, gates[rows], hidden_n[rows], tops[rows])  # (n, H)
-            q = torch.addmm(b_q, s, w_q.t(), out=queries[rows])  # (n, D)
-            k, v = keys[:n], values[:n]
-            if squashed is not None:
-                u = torch.sigmoid(torch.add((2 * q).unsqueeze(1), k, alpha=2), out=squashed[rows])  # (n, S, D)
-                e = (u @ w).mul_(2).sub_(w_sum)
+            s_prev, gh = s[:n], gh[:n]
+            gi = torch.addmm(gi_e[rows], c[:n], w_ic_t)  # (n, 3H) W_ih [y_{t-1}; c_{t-1}] + b_ih
+            s = _gru_cell(gi, gh, s_prev, gates[rows], None, tops[rows])  # (n, H)
+            both = torch.addmm(b_sq, s, w_sq_t, out=projected[rows])  # (n, 3H + D)
+            gh, q = both[:, :3 * H], both[:, 3 * H:]  # W_hh s_t + b_hh, scale · q_t
+            if additive:
+                u = torch.add(q.unsqueeze(1), keys[:n], alpha=2, out=squashed[rows]).sigmoid_()  # (n, S, D)
+                e = u @ w2
             else:
-                e = torch.bmm(q.unsqueeze(1), k.transpose(1, 2)).squeeze(1)  # (n, S), as Attention.score
+                e = torch.bmm(q.unsqueeze(1), keys[:n].transpose(1, 2)).squeeze(1)  # (n, S), as Attention.score
                 if kind == "scaled_dot":
                     e = e / math.sqrt(D)
             a = torch.softmax(e.masked_fill_(hidden[:n], float("-inf")), dim=-1)
             alphas[rows] = a
-            c = torch.bmm(a.unsqueeze(1), v, out=contexts[rows].unsqueeze(1)).squeeze(1)  # (n, D)
+            c = torch.bmm(a.unsqueeze(1), values[:n], out=contexts[rows].unsqueeze(1)).squeeze(1)  # (n, D)
         ctx.running, ctx.kind = running, kind
-        ctx.save_for_backward(s0, keys, values, w_ic, w_hh, w_q, w, tops, contexts, alphas, gates, hidden_n,
-                              queries, squashed)
+        ctx.save_for_backward(s0, keys, values, w_ic, w_hh, w_sq, w, tops, contexts, alphas, gates, projected,
+                              gh0, squashed)
         ctx.set_materialize_grads(False)
         return tops, contexts, alphas
 
     @staticmethod
     def backward(ctx: Any, d_tops: Tensor | None, d_contexts: Tensor | None,
                  d_alphas: Tensor | None) -> tuple[Tensor | None, ...]:
-        (s0, keys, values, w_ic, w_hh, w_q, w, tops, contexts, alphas, gates, hidden_n, queries,
+        (s0, keys, values, w_ic, w_hh, w_sq, w, tops, contexts, alphas, gates, projected, gh0,
          squashed) = ctx.saved_tensors
         running, kind = ctx.running, ctx.kind
         B, S, D = keys.shape
         H = w_hh.shape[1]
         N = sum(running)
         offsets = _offsets(running)
+        additive = squashed is not None
         d_gi = s0.new_empty(N, 3 * H)  # gradient of W_ih [y_{t-1}; c_{t-1}] + b_ih
-        d_gh = s0.new_empty(N, 3 * H)  # gradient of W_hh s_{t-1} + b_hh
-        d_queries = s0.new_empty(N, D)
+        # gradient of `projected`: step t's block holds step t+1's d gh in its first rows (zero in the rest,
+        # and in the last step's) and d(scale · q_t)
+        d_projected = s0.new_empty(N, 3 * H + D)
+        d_projected[offsets[-1]:, :3 * H] = 0
+        d_gh0 = s0.new_zeros(B, 3 * H)
         d_scores = s0.new_empty(N, S)  # gradient of e_t (dot: times 1/√D when scaled)
         d_contexts_all = s0.new_empty(N, D)  # gradient of c_t, from the readout and from step t+1
-        d_keys = torch.zeros_like(keys) if squashed is not None else None
+        d_keys = torch.zeros_like(keys) if additive else None  # additive: Σ_t de_t u (1 − u), times 4w at the end
         d_s, d_c = s0.new_zeros(B, H), s0.new_zeros(B, D)  # what steps t+1.. send back to s_t and c_t
-        w4 = 4 * w if w is not None else None
+        w2 = 2 * w if w is not None else None
         for t in range(len(running) - 1, -1, -1):
             n = running[t]
             rows = slice(offsets[t], offsets[t] + n)
-            ds, dc = d_s[:n], d_contexts_all[rows]
-            if d_tops is not None:
-                ds = ds + d_tops[rows]
+            dc = d_contexts_all[rows]
             if d_contexts is not None:
                 torch.add(d_c[:n], d_contexts[rows], out=dc)
             else:
                 dc.copy_(d_c[:n])
-            a, v = alphas[rows], values[:n]
+            a = alphas[rows]
             # c_t = Σ_i α_ti v_i (the values' gradient Σ_t α_ti dc_t: one product per row after the loop)
-            da = torch.bmm(dc.unsqueeze(1), v.transpose(1, 2)).squeeze(1)  # (n, S)
+            da = torch.bmm(dc.unsqueeze(1), values[:n].transpose(1, 2)).squeeze(1)  # (n, S)
             if d_alphas is not None:
                 da = da + d_alphas[rows]
             # α_t = softmax(e_t); hidden positions have α = 0 and get no gradient
             de = a * (da - (a * da).sum(-1, keepdim=True))  # (n, S)
-            q = queries[rows]
-            if squashed is not None:  # e = 2 wᵀ σ(2q + 2k) − Σ w: d(q + k) = 4 e' w u (1 − u)
+            dq = d_projected[rows, 3 * H:]  # gradient of scale · q_t
+            if additive:  # e = 2 wᵀ σ(2q + 2k) − Σ w: d(2q) = d(2k) = 2 e' w u (1 − u)
                 u = squashed[rows]
                 d_scores[rows] = de
-                d_pre = torch.addcmul(u, u, u, value=-1).mul_(de.unsqueeze(-1)).mul_(w4)  # (n, S, D)
-                dq = d_pre.sum(1)
-                d_keys[:n] += d_pre
+                slope = torch.addcmul(u, u, u, value=-1)  # (n, S, D) u (1 − u)
+                torch.mul(torch.bmm(de.unsqueeze(1), slope).squeeze(1), w2, out=dq)
+                d_keys[:n].addcmul_(slope, de.unsqueeze(-1))
             else:
                 if kind == "scaled_dot":
                     de = de / math.sqrt(D)
                 d_scores[rows] = de  # the keys' gradient Σ_t de_ti q_t: one product per row after the loop
-                dq = torch.bmm(de.unsqueeze(1), keys[:n]).squeeze(1)  # (n, D)
-            d_queries[rows] = dq
-            ds = torch.addmm(ds, dq, w_q)  # q_t = W_q s_t + b_q
-            s_prev = s0[:n] if t == 0 else tops[offsets[t - 1]:offsets[t - 1] + n]
-            direct = _gru_cell_backward(ds, s_prev, gates[rows], hidden_n[rows], d_gi[rows], d_gh[rows])
-            d_s[:n] = torch.addmm(direct, d_gh[rows], w_hh)
-            d_c[:n] = d_gi[rows] @ w_ic  # W_ih [y_{t-1}; c_{t-1}] = W_iy y_{t-1} + W_ic c_{t-1}
+                dq.copy_(torch.bmm(de.unsqueeze(1), keys[:n]).squeeze(1))  # (n, D)
+            # s_t feeds step t+1's gh and q_t: both gradients back in one product
+            ds = d_s[:n] if d_tops is None else d_s[:n] + d_tops[rows]
+            ds = torch.addmm(ds, d_projected[rows], w_sq)
+            if t == 0:
+                s_prev, gh, d_gh = s0[:n], gh0[:n], d_gh0[:n]
+            else:
+                before = slice(offsets[t - 1], offsets[t - 1] + n)  # the first n rows of step t-1's block
+                s_prev, gh, d_gh = tops[before], projected[before, :3 * H], d_projected[before, :3 * H]
+                d_projected[offsets[t - 1] + n:offsets[t], :3 * H] = 0  # rows that stop at step t-1
+            _gru_cell_backward(ds, s_prev, gates[rows], gh[:, 2 * H:], d_gi[rows], d_gh, direct=d_s[:n])
+            torch.mm(d_gi[rows], w_ic, out=d_c[:n])  # W_ih [y_{t-1}; c_{t-1}] = W_iy y_{t-1} + W_ic c_{t-1}
+        d_s0 = torch.addmm(d_s, d_gh0, w_hh)  # s_0 feeds step 1's GRU directly and through W_hh
         # Weight gradients: one product per weight over every row of every step.
-        prev_s = _previous(s0, tops, running, offsets)  # s_{t-1} (N, H)
         prev_c = _previous(contexts.new_zeros(running[0], D), contexts, running, offsets)  # c_{t-1} (N, D)
         d_w_ic = d_gi.t() @ prev_c
-        d_w_hh = d_gh.t() @ prev_s
-        d_b_hh = d_gh.sum(0)
-        d_w_q = d_queries.t() @ tops
-        d_b_q = d_queries.sum(0)
+        d_w_sq = d_projected.t() @ tops  # (3H + D, H)
+        d_b_sq = d_projected.sum(0)
+        scale = 2.0 if additive else 1.0
+        d_w_hh = torch.addmm(d_w_sq[:3 * H], d_gh0.t(), s0)
+        d_b_hh = d_b_sq[:3 * H] + d_gh0.sum(0)
+        d_w_q, d_b_q = scale * d_w_sq[3 * H:], scale * d_b_sq[3 * H:]
         # Σ over each row's steps as one (S, T) x (T, D) product per row, the steps laid out (B, T, ·)
         T = len(running)
         rows, steps = stacked_rows(running, s0.device)
@@ -249,12 +272,13 @@ class DecoderLoop(torch.autograd.Function):
         by_row = lambda x: x.new_zeros(B * T, x.shape[1]).index_copy_(0, place, x).view(B, T, -1)  # noqa: E731
         d_values = by_row(alphas).transpose(1, 2) @ by_row(d_contexts_all)  # (B, S, D)
         d_w = None
-        if squashed is None:
-            d_keys = by_row(d_scores).transpose(1, 2) @ by_row(queries)
+        if not additive:
+            d_keys = by_row(d_scores).transpose(1, 2) @ by_row(projected[:, 3 * H:])
         else:
+            d_keys.mul_(2 * w2)  # d k = 2 d(2k)
             # ∂e/∂w = 2u − 1 (the −1 sums to nothing: softmax's gradient adds up to 0 in each row)
             d_w = 2 * (d_scores.view(1, N * S) @ squashed.view(N * S, D)).squeeze(0) - d_scores.sum()
-        return (d_gi, d_s, d_keys, d_values, d_w_ic, d_w_hh, d_b_hh, d_w_q, d_b_q, d_w, None, None, None)
+        return (d_gi, d_s0, d_keys, d_values, d_w_ic, d_w_hh, d_b_hh, d_w_q, d_b_q, d_w, None, None, None)
 
 
 class GRUScan(torch.autograd.Function):

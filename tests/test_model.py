@@ -19,6 +19,7 @@ from explorer.model import (
     count_parameters,
     reverse_within_length,
     rnn_parameter_count,
+    seeded_model,
 )
 from explorer.vocab import EOS_ID, PAD_ID, SOS_ID
 
@@ -387,3 +388,30 @@ def test_dropout_with_a_generator_masks_equal_inputs_alike_whatever_their_memory
         masks.append(dropout(same) == 0)
     assert torch.equal(masks[0], masks[1])
     assert 0 < int(masks[0].sum()) < masks[0].numel()
+
+
+def test_training_projects_keys_and_values_of_real_positions_only_with_the_same_numbers_and_gradients():
+    """With autograd on and padding in the batch, encode multiplies only the real positions: the same keys
+    and values everywhere (padding's h is zero: key 0, value b_v) and the same gradients."""
+    cfg = ModelConfig(src_vocab=10, tgt_vocab=10, embed=6, hidden=8, attn_dim=5, attention="additive")
+    model = seeded_model(cfg, 0).double()
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.tensor([4, 1, 3])
+    mask = torch.arange(4).unsqueeze(0) < lengths.unsqueeze(1)
+    h_values = torch.randn(3, 4, 8, generator=g, dtype=torch.float64) * mask.unsqueeze(-1)
+    upstream = torch.randn(2, 3, 4, 5, generator=g, dtype=torch.float64)
+    results = []
+    for train in (True, False):
+        model.zero_grad(set_to_none=True)
+        h = h_values.clone().requires_grad_()
+        if train:
+            keys, values = model._keys_and_values(h, mask)
+            assert type(keys.grad_fn.next_functions[0][0]).__name__ == "IndexCopyBackward0"  # real rows only
+        else:
+            keys, values = model.attention.key(h), model.attention.value(h)
+        ((keys * upstream[0]).sum() + (values * upstream[1]).sum()).backward()
+        results.append([keys, values, h.grad[mask]] + [p.grad for p in model.attention.parameters()
+                                                       if p.grad is not None])
+    assert len(results[0]) == len(results[1]) == 6  # keys, values, h's gradient, W_k, W_v, b_v
+    for mine, plain in zip(*results):
+        torch.testing.assert_close(mine, plain, rtol=1e-12, atol=1e-12)
