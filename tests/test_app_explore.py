@@ -51,7 +51,7 @@ def figure(at: AppTest, key: str) -> dict:
     """The plotly figure drawn under a chart key, as JSON."""
     for el in at.get("plotly_chart"):
         spec = json.loads(el.proto.spec)
-        if el.proto.id and key in el.proto.id or getattr(el, "key", None) == key:
+        if el.proto.id.endswith("-" + key) or getattr(el, "key", None) == key:  # "fig_s" is not "fig_state"
             return spec
     raise AssertionError(f"no chart {key}")
 
@@ -105,6 +105,19 @@ def test_the_heatmap_shows_the_traced_weights_with_the_current_step_marked(model
     assert np.allclose(decode(spec["data"][0]["z"]), expected.weights, atol=1e-6)
     rect = spec["layout"]["shapes"][0]
     assert (rect["y0"], rect["y1"]) == (0.5, 1.5)  # step t = 2 (0-based row 1)
+
+
+def test_the_hidden_states_are_drawn_once_their_section_is_opened_with_the_traced_numbers(models_dir):
+    """Closed at first (its charts are not sent); opened, its first tab shows every hᵢ and sₜ of the trace."""
+    at = open_app(models_dir)
+    hidden_keys = ("explore_fig_h", "explore_fig_s")
+    assert not any(el.proto.id.endswith("-" + k) for el in at.get("plotly_chart") for k in hidden_keys)
+    at.session_state["explore_hidden"] = True  # what opening the expander in a browser sets
+    ok(at)
+    expected = explorer.trace.trace(checkpoint.load(models_dir / "copy.safetensors"), "31415926")
+    assert np.allclose(decode(figure(at, "explore_fig_h")["data"][0]["z"]), expected.encoder_states, atol=1e-6)
+    states = decode(figure(at, "explore_fig_s")["data"][0]["z"])  # s_0 from the encoder, then every s_t
+    assert np.allclose(states[1:], expected.decoder_states, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["copy", "dates", "reverse-none", "tiny-fra"])
@@ -481,7 +494,7 @@ def test_downloads_are_offered(models_dir):
     at = open_app(models_dir)
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Trace as JSON" in labels and "Trace as CSV" in labels
-    assert labels.count("HTML") >= 8  # one per figure
+    assert labels.count("HTML") == len(at.get("plotly_chart")) >= 6  # one per figure
 
 
 

@@ -132,6 +132,28 @@ def test_type_step_click_and_screenshot(server, tmp_path):
     assert "Traceback" not in server.log_text()
 
 
+def test_the_hidden_states_section_opens_with_its_charts_and_stays_open_while_stepping(server):
+    """The section starts closed (its charts are not drawn on the first view); a click opens it, its charts
+    draw, and the step panel's reruns keep it open."""
+    with chromium(width=1600, height=3000) as page:
+        open_app(page, server)
+        wait_charts(page)
+        charts = page.locator('[data-testid="stPlotlyChart"]')
+        closed = charts.count()
+        assert page.locator(".st-key-explore_fig_h").count() == 0
+        page.locator(".st-key-explore_hidden summary").click()
+        wait_idle(page)
+        wait_charts(page)
+        assert charts.count() == closed + 2  # hᵢ and sₜ
+        assert page.locator(".st-key-explore_fig_h .main-svg").count() >= 1
+        page.locator(".st-key-explore_next button").first.click()
+        wait_idle(page)
+        wait_charts(page)
+        assert current_step(page) == 2
+        assert charts.count() == closed + 2
+        assert "Traceback" not in page.content()
+
+
 def test_the_explore_pages_own_address_opens_explore(server):
     """`/explore` (the page's name in links people type or share) opens Explore with the URL's view: the
     default page lives at the root, and Streamlit answered its own name with a "Page not found" dialog."""
