@@ -14,8 +14,9 @@ weight-gradient products (one per step and weight, each written out and added up
 (B, S, D) gradients of the per-step key and value views, and on bookkeeping; nn.GRU also ran every
 padding position. Here the weight gradients are one matrix product per weight over every row of every
 step, the value (and dot-product key) gradients one product per row after the loop, input products run
-once for all steps (`gru_input`), and rows sorted longest first let step t run only the rows still going
-(a prefix, as views).
+once for all steps (`gru_input`; with a task's few symbols, as products of the embedding table's rows,
+`embedded_product`), and rows sorted longest first let step t run only the rows still going (a prefix,
+as views).
 
 Only what training needs is covered: GRU cells, a one-layer decoder with attention, no interventions,
 temperature 1, and only while autograd records. Every other model, and everything shown in the app
