@@ -190,20 +190,21 @@ class DecoderLoop(torch.autograd.Function):
             a = torch.softmax(e.masked_fill_(hidden[:n], float("-inf")), dim=-1)
             alphas[rows] = a
             c = torch.bmm(a.unsqueeze(1), values[:n], out=contexts[rows].unsqueeze(1)).squeeze(1)  # (n, D)
-        ctx.running, ctx.kind = running, kind
-        ctx.save_for_backward(s0, keys, values, w_ic, w_hh, w_sq, w, tops, contexts, alphas, gates, projected,
-                              gh0, squashed)
+        ctx.running, ctx.kind, ctx.scale = running, kind, scale
+        ctx.save_for_backward(s0, keys, values, w_ic, w_sq, w, tops, contexts, alphas, gates, projected, gh0,
+                              squashed)
         ctx.set_materialize_grads(False)
         return tops, contexts, alphas
 
     @staticmethod
     def backward(ctx: Any, d_tops: Tensor | None, d_contexts: Tensor | None,
                  d_alphas: Tensor | None) -> tuple[Tensor | None, ...]:
-        (s0, keys, values, w_ic, w_hh, w_sq, w, tops, contexts, alphas, gates, projected, gh0,
+        (s0, keys, values, w_ic, w_sq, w, tops, contexts, alphas, gates, projected, gh0,
          squashed) = ctx.saved_tensors
-        running, kind = ctx.running, ctx.kind
+        running, kind, scale = ctx.running, ctx.kind, ctx.scale
         B, S, D = keys.shape
-        H = w_hh.shape[1]
+        H = w_sq.shape[1]
+        w_hh = w_sq[:3 * H]  # [W_hh; scale W_q]
         N = sum(running)
         offsets = _offsets(running)
         additive = squashed is not None
@@ -262,7 +263,6 @@ class DecoderLoop(torch.autograd.Function):
         d_w_ic = d_gi.t() @ prev_c
         d_w_sq = d_projected.t() @ tops  # (3H + D, H)
         d_b_sq = d_projected.sum(0)
-        scale = 2.0 if additive else 1.0
         d_w_hh = torch.addmm(d_w_sq[:3 * H], d_gh0.t(), s0)
         d_b_hh = d_b_sq[:3 * H] + d_gh0.sum(0)
         d_w_q, d_b_q = scale * d_w_sq[3 * H:], scale * d_b_sq[3 * H:]
