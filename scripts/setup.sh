@@ -8,4 +8,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # torch first and pinned: a bare `torch` requirement would pull a multi-GB CUDA build.
 .venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0"
-.venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+# Every other package within the versions the suite was tested with (constraints.txt; refresh: bash scripts/lock.sh).
+.venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
