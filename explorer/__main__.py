@@ -66,8 +66,16 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--half", action="store_true", help="store weights in float16 (smaller file)")
     t.add_argument("--src-lang", default=None, help="translation: source language code (default en)")
     t.add_argument("--tgt-lang", default=None, help="translation: target language code (default: guessed)")
-    t.add_argument("--max-tokens", type=int, default=16, help="translation: longest sentence kept, in tokens")
-    t.add_argument("--min-freq", type=int, default=2, help="translation: rarer tokens become <unk>")
+    t.add_argument("--max-tokens", type=int, default=40,
+                   help="translation: longest sentence kept, in subword pieces (default 40)")
+    t.add_argument("--min-freq", type=int, default=2,
+                   help="translation: a piece is learnt only if seen this often (default 2)")
+    t.add_argument("--vocab-size", type=int, default=None,
+                   help="translation: subword pieces per language, specials and bytes included "
+                        "(default: an eighth of the training pairs, within 1,000-8,000)")
+    t.add_argument("--label-smoothing", type=float, default=None,
+                   help="share of each target's probability spread over the vocabulary (default 0.1 for "
+                        "translation, 0 for toy tasks)")
     t.add_argument("--valid-fraction", type=float, default=0.05)
     t.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads per training process (default: the idle cores over the processes)")
@@ -242,6 +250,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     for key in ("source_vocab", "target_vocab"):
         vocab = info[key]
         info[key] = vocab if len(vocab) <= 60 else vocab[:60] + [f"… {len(vocab) - 60} more"]
+    if "tokenizers" in info:
+        info["tokenizers"] = {side: f"byte-fallback BPE, {len(vocab)} pieces ({len(text):,} characters of JSON)"
+                              for side, text, vocab in (("source", info["tokenizers"]["source"], bundle.src_vocab),
+                                                        ("target", info["tokenizers"]["target"], bundle.tgt_vocab))}
     print(json.dumps(info, indent=2, ensure_ascii=False))
     return 0
 

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from .errors import ExplorerError
 from .model import Seq2Seq, count_parameters
+from .subwords import SubwordTokenizer, is_chinese, prepare_text, word_groups
 from .tasks import Example, Task, TaskSpec, make_task
 from .vocab import EOS, PAD, SOS, UNK, Vocab
 
@@ -48,10 +49,15 @@ class ModelBundle:
     languages: tuple[str, str] | None = None  # (source, target) for translation models
     training: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
+    # (source, target) subword tokenizers of a translation model; None: a word-level model of an older
+    # checkpoint, which keeps corpus.py's word tokenizers
+    subwords: tuple[SubwordTokenizer, SubwordTokenizer] | None = None
 
     def __post_init__(self) -> None:
         if (self.task is None) == (self.languages is None):
             raise ExplorerError("a model is either for a toy task or for translation")
+        if self.subwords is not None and self.languages is None:
+            raise ExplorerError("only translation models have subword tokenizers")
 
     @property
     def kind(self) -> str:
@@ -78,15 +84,24 @@ class ModelBundle:
         assert self.languages is not None
         return tokenizer_for(self.languages[0]), tokenizer_for(self.languages[1])
 
+    @property
+    def uses_pieces(self) -> bool:
+        """Whether the model reads and writes subword pieces (word starts marked "▁")."""
+        return self.subwords is not None
+
     def tokenize_source(self, text: str) -> tuple[str, ...]:
         """Source tokens for user text, the way training saw them."""
         if self.task_obj is not None:
             return tuple(self.task_obj.tokenize(text))
+        if self.subwords is not None:
+            return tuple(self.subwords[0].tokenize(prepare_text(text, self.languages[0])))
         return tuple(self._tokenizers[0].tokenize(text))
 
     def tokenize_target(self, text: str) -> tuple[str, ...]:
         if self.task_obj is not None:
             return tuple(self.task_obj.tokenize(text)) if self.task.name != "dates" else tuple(text.strip())
+        if self.subwords is not None:
+            return tuple(self.subwords[1].tokenize(prepare_text(text, self.languages[1])))
         return tuple(self._tokenizers[1].tokenize(text))
 
     def detokenize_target(self, tokens: Sequence[str]) -> str:
@@ -94,7 +109,28 @@ class ModelBundle:
         words = [t for t in tokens if t not in (PAD, SOS, EOS)]
         if self.task_obj is not None:
             return self.task_obj.detokenize(words)
+        if self.subwords is not None:
+            return self.subwords[1].detokenize(words)
         return self._tokenizers[1].detokenize(words)
+
+    def reference_text(self, text: str) -> str:
+        """A reference translation as the model's output is written (cleaned; simplified script for
+        Chinese), so that scores compare like with like; word-level models re-tokenise it as before."""
+        if self.subwords is not None:
+            return prepare_text(text, self.languages[1])
+        return self.detokenize_target(self.tokenize_target(text))
+
+    def source_words(self, tokens: Sequence[str]) -> list[list[int]]:
+        """Positions of each source word's tokens (one token per word for toy tasks and word models)."""
+        if self.subwords is None:
+            return [[i] for i in range(len(tokens))]
+        return word_groups(tokens, is_chinese(self.languages[0]))
+
+    def target_words(self, tokens: Sequence[str]) -> list[list[int]]:
+        """Positions of each output word's tokens (see source_words)."""
+        if self.subwords is None:
+            return [[i] for i in range(len(tokens))]
+        return word_groups(tokens, is_chinese(self.languages[1]))
 
     def _check_text(self, text: str, what: str) -> str:
         if not isinstance(text, str) or not text.strip():

@@ -22,6 +22,7 @@ from safetensors.torch import save as st_save
 from .bundle import ModelBundle
 from .errors import ExplorerError
 from .model import ModelConfig, Seq2Seq, seeded_model
+from .subwords import SubwordTokenizer
 from .tasks import TaskSpec
 from .vocab import Vocab
 
@@ -46,6 +47,8 @@ def describe(bundle: ModelBundle) -> dict[str, Any]:
         "training": bundle.training,
         "metrics": bundle.metrics,
         "parameters": bundle.parameter_count,
+        **({} if bundle.subwords is None else {"tokenizers": {
+            "source": bundle.subwords[0].json_text, "target": bundle.subwords[1].json_text}}),
         "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -149,6 +152,7 @@ def _bundle_from_info(info: dict[str, Any], name: str, source: str, tensors: dic
         tgt_vocab = Vocab(tuple(info["target_vocab"]))
         task = TaskSpec(**info["task"]) if info.get("task") else None
         languages = tuple(info["languages"]) if info.get("languages") else None
+        subwords = _subwords_from_info(info.get("tokenizers"), src_vocab, tgt_vocab, languages)
     except ExplorerError as exc:
         raise ExplorerError(f"{source} has an invalid config: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
@@ -166,7 +170,20 @@ def _bundle_from_info(info: dict[str, Any], name: str, source: str, tensors: dic
     _check_weights(skeleton.state_dict(), tensors, source)
     return ModelBundle(name=name, model=seeded_model(cfg, 0), src_vocab=src_vocab, tgt_vocab=tgt_vocab, task=task,
                        languages=languages, training=dict(info.get("training") or {}),
-                       metrics=dict(info.get("metrics") or {}))
+                       metrics=dict(info.get("metrics") or {}), subwords=subwords)
+
+
+def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab,
+                        languages: tuple[str, ...] | None) -> tuple[SubwordTokenizer, SubwordTokenizer] | None:
+    """The stored subword tokenizers, checked to give exactly the stored vocabularies (None: word level)."""
+    if spec is None:
+        return None
+    if languages is None or not isinstance(spec, dict) or set(spec) != {"source", "target"}:
+        raise ExplorerError("tokenizers must be {\"source\": ..., \"target\": ...} of a translation model")
+    pair = SubwordTokenizer(spec["source"]), SubwordTokenizer(spec["target"])
+    if pair[0].vocab != src_vocab.tokens or pair[1].vocab != tgt_vocab.tokens:
+        raise ExplorerError("the subword tokenizers do not match the stored vocabularies")
+    return pair
 
 
 def _check_weights(expected: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], source: str) -> None:

@@ -158,3 +158,73 @@ def store_curves(entries: Sequence[tuple[Path, ModelBundle]], lengths: Sequence[
     target = folder / CURVES_FILE
     target.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return target
+
+
+# --- BLEU against sentence length (translation: the bottleneck on real sentences) -------------------
+
+BLEU_FILE = "bleu_by_length.json"  # stored BLEU-by-length curves of the shipped translation models
+# Source length in words (whitespace-separated, as the data's own filter counts them); the last bucket
+# holds whatever is longer than the shipped data has (its English side has at most 12 words).
+BLEU_BUCKETS: tuple[tuple[int, int], ...] = ((1, 3), (4, 5), (6, 7), (8, 9), (10, 12), (13, 1000))
+
+
+@dataclass(frozen=True)
+class BleuCurve:
+    """Corpus BLEU and chrF of one translation model's greedy output, per bucket of source length."""
+
+    model: str
+    attention: str
+    rows: tuple[dict[str, Any], ...]  # per bucket: lo, hi (source words), n, bleu, chrf
+    data: str  # which pairs: file name and split
+    bleu_signature: str
+
+
+def bleu_by_length(bundle: ModelBundle, pairs: Sequence[tuple[str, str]], data: str,
+                   buckets: Sequence[tuple[int, int]] = BLEU_BUCKETS) -> BleuCurve:
+    """Score greedy translations of `pairs` (source, reference) by the source's length in words, the
+    picture of Bahdanau et al. (2015, fig. 2): does the score hold up as sentences grow?"""
+    from .corpus import translation_scores
+    from .evaluation import translate_ids
+    if bundle.languages is None:
+        raise ExplorerError(f"{bundle.name} is not a translation model")
+    limit = bundle.model.cfg.max_src_len
+    usable = [(s, t, bundle.prepare(s).ids) for s, t in pairs
+              if s.strip() and 0 < len(bundle.tokenize_source(s)) <= limit]
+    outputs: list[list[int]] = []
+    for start in range(0, len(usable), 256):
+        outputs += translate_ids(bundle, [ids for _, _, ids in usable[start: start + 256]])
+    rows, signature = [], ""
+    for lo, hi in buckets:
+        members = [k for k, (s, _, _) in enumerate(usable) if lo <= len(s.split()) <= hi]
+        if not members:
+            continue
+        hyps = [bundle.detokenize_target(bundle.tgt_vocab.decode(outputs[k])) for k in members]
+        refs = [bundle.reference_text(usable[k][1]) for k in members]
+        scores = translation_scores(hyps, refs, bundle.languages[1])
+        signature = str(scores["bleu_signature"])
+        rows.append({"lo": lo, "hi": hi, "n": len(members), "bleu": scores["bleu"], "chrf": scores["chrf"]})
+    return BleuCurve(bundle.name, bundle.model.cfg.attention, tuple(rows), data, signature)
+
+
+def store_bleu_curves(entries: Sequence[tuple[Path, BleuCurve]]) -> Path:
+    """Store BLEU curves beside their checkpoints (one folder), each under its file's SHA-256."""
+    folder = Path(entries[0][0]).parent
+    records = {Path(path).name: {**asdict(curve), "sha256": file_digest(path)} for path, curve in entries}
+    target = folder / BLEU_FILE
+    target.write_text(json.dumps(records, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    return target
+
+
+def stored_bleu_curve(checkpoint_path: Path) -> BleuCurve | None:
+    """The stored BLEU curve of exactly this checkpoint file, or None (the held-out pairs it was scored
+    on are not shipped, so there is nothing to compute it from: the page says so)."""
+    checkpoint_path = Path(checkpoint_path)
+    try:
+        records = json.loads((checkpoint_path.parent / BLEU_FILE).read_text(encoding="utf-8"))
+        record = records[checkpoint_path.name]
+        if record["sha256"] != file_digest(checkpoint_path):
+            return None
+        return BleuCurve(record["model"], record["attention"], tuple(dict(r) for r in record["rows"]),
+                         record["data"], record["bleu_signature"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None

@@ -14,7 +14,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import Callable, Iterable, Protocol, Sequence, TypeVar
 
 import sacrebleu
 
@@ -312,7 +312,13 @@ def guess_language(texts: Sequence[str]) -> str:
 
 # ---------------------------------------------------------------- datasets
 
-def filter_pairs(pairs: Iterable[tuple[str, str]], src_tok: Tokenizer, tgt_tok: Tokenizer,
+class Splits(Protocol):
+    """Anything that splits text into a model's tokens (Tokenizer here, subwords.SubwordTokenizer)."""
+
+    def tokenize(self, text: str) -> list[str]: ...
+
+
+def filter_pairs(pairs: Iterable[tuple[str, str]], src_tok: Splits, tgt_tok: Splits,
                  max_src_len: int, max_tgt_len: int) -> list[tuple[list[str], list[str]]]:
     """Tokenised pairs short enough to train on (1..max tokens per side, <eos> not counted)."""
     out: list[tuple[list[str], list[str]]] = []
@@ -359,3 +365,18 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], language: 
         return 0.0
     tokenize = "zh" if _is_chinese(language) else "13a"
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score)
+
+
+def translation_scores(hypotheses: Sequence[str], references: Sequence[str], language: str) -> dict[str, object]:
+    """Corpus BLEU and chrF (0-100) with sacrebleu's defaults (cased; BLEU tokenised 13a, or zh for
+    Chinese), and the signatures that say so, so that a reported figure can be reproduced exactly."""
+    if len(hypotheses) != len(references):
+        raise ExplorerError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    if not hypotheses:
+        raise ExplorerError("nothing to score")
+    bleu = sacrebleu.metrics.BLEU(tokenize="zh" if _is_chinese(language) else "13a")
+    chrf = sacrebleu.metrics.CHRF()
+    refs = [list(references)]
+    return {"bleu": round(float(bleu.corpus_score(list(hypotheses), refs).score), 2),
+            "chrf": round(float(chrf.corpus_score(list(hypotheses), refs).score), 2),
+            "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}

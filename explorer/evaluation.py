@@ -79,11 +79,13 @@ def held_out_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]]) -> lis
 
 def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, beam: int = 1,
                  split: str = "all") -> dict[str, Any]:
-    """Exact match, token accuracy and corpus BLEU on the pairs of a TSV file (or its held-out split).
+    """Exact match, token accuracy, corpus BLEU and chrF on the pairs of a TSV file (or its held-out split).
 
-    BLEU compares lower-cased, re-spaced text on both sides (references go through the model's own
-    tokenizer and back), since the model writes lower case."""
-    from .corpus import corpus_bleu, load_tsv
+    A subword model is scored as a user reads it: its detokenised, cased output against the file's
+    references (cleaned, and in simplified script for Chinese, as the model was trained), with sacrebleu's
+    defaults. An older word-level model wrote lower case: its references go through its own tokenizer
+    and back, as before."""
+    from .corpus import load_tsv, translation_scores
     corpus = load_tsv(path)
     pairs = list(corpus.pairs)
     if split == "valid":
@@ -110,8 +112,8 @@ def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, bea
         outputs += translate_ids(bundle, [p.src for p in chunk], beam)
     hypotheses = [bundle.detokenize_target(bundle.tgt_vocab.decode(ids)) for ids in outputs]
     language = bundle.languages[1] if bundle.languages else "en"
-    references = [bundle.detokenize_target(bundle.tokenize_target(t)) for _, t in usable]
-    report["bleu"] = corpus_bleu(hypotheses, references, language)
+    references = [bundle.reference_text(t) for _, t in usable]
+    report.update(translation_scores(hypotheses, references, language))
     report["skipped"] = len(pairs) - len(usable)
     report["beam"] = beam
     report["split"] = split

@@ -12,7 +12,7 @@ import random
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -44,7 +44,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {"steps": 800, "batch_size": 128, "lr": 3e-3, "
 TRANSLATION_MODEL_DEFAULTS: dict[str, Any] = {"embed": 128, "hidden": 256, "attn_dim": 128, "bidirectional": True,
                                               "dropout": 0.2}
 TRANSLATION_TRAIN_DEFAULTS: dict[str, Any] = {"steps": 20000, "batch_size": 64, "lr": 2e-3, "eval_every": 1000,
-                                              "eval_samples": 1000}
+                                              "eval_samples": 1000, "label_smoothing": 0.1}
 
 
 def auto_threads() -> int:
@@ -90,39 +90,57 @@ def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Tr
         raise
 
 
+def default_vocab_size(pairs: int) -> int:
+    """Pieces per language for a corpus of this many training pairs: an eighth of the pairs, within
+    1,000-8,000 (a small file learns few merges anyway: BPE stops at pieces seen fewer than twice)."""
+    return max(1000, min(8000, pairs // 8))
+
+
 def translation_setup(path: str | Path | bytes, name: str, model_options: dict[str, Any], seed: int = 0,
-                      src_lang: str | None = None, tgt_lang: str | None = None, max_tokens: int = 16,
+                      src_lang: str | None = None, tgt_lang: str | None = None, max_tokens: int = 40,
                       min_freq: int = 2, valid_fraction: float = 0.05,
                       max_vocab: int | None = None) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
     """A fresh translation model and its data from a TSV file (or uploaded bytes).
 
-    Returns the bundle, the id pairs for training/validation, and the validation pairs as text
-    (for BLEU)."""
-    from .corpus import build_vocab, filter_pairs, guess_language, load_tsv, load_tsv_bytes, split_pairs, tokenizer_for
+    Both sides are cleaned (Chinese made simplified), a byte-fallback BPE is learnt per language from
+    the training split (at most `max_vocab` pieces, pieces seen at least `min_freq` times), and pairs of
+    at most `max_tokens` pieces a side are kept. Returns the bundle, the id pairs for training/validation,
+    and the kept validation pairs as the file's text (for BLEU)."""
+    from .corpus import filter_pairs, guess_language, load_tsv, load_tsv_bytes, split_pairs
+    from .subwords import SubwordTokenizer, prepare_text
     corpus = load_tsv_bytes(path, name=name) if isinstance(path, bytes) else load_tsv(path)
     src_lang = src_lang or "en"
     tgt_lang = tgt_lang or guess_language([t for _, t in corpus.pairs[:2000]])
-    src_tok, tgt_tok = tokenizer_for(src_lang), tokenizer_for(tgt_lang)
     indexed = list(enumerate(corpus.pairs))
     train_items, valid_items = split_pairs(indexed, valid_fraction, seed)
-    train_tok = filter_pairs([p for _, p in train_items], src_tok, tgt_tok, max_tokens, max_tokens)
-    valid_text = [p for _, p in valid_items]
-    valid_tok = filter_pairs(valid_text, src_tok, tgt_tok, max_tokens, max_tokens)
-    if not train_tok:
-        raise ExplorerError(f"no sentence pair of at most {max_tokens} tokens to train on")
-    src_vocab = build_vocab((s for s, _ in train_tok), min_freq, max_vocab)
-    tgt_vocab = build_vocab((t for _, t in train_tok), min_freq, max_vocab)
+    train_text = [(prepare_text(s, src_lang), prepare_text(t, tgt_lang)) for _, (s, t) in train_items]
+    train_text = [(s, t) for s, t in train_text if s and t]
+    if not train_text:
+        raise ExplorerError("no sentence pair with text on both sides to train on")
+    vocab_size = max_vocab or default_vocab_size(len(train_text))
+    src_sub = SubwordTokenizer.train((s for s, _ in train_text), vocab_size, min_freq)
+    tgt_sub = SubwordTokenizer.train((t for _, t in train_text), vocab_size, min_freq)
+    src_vocab, tgt_vocab = Vocab(src_sub.vocab), Vocab(tgt_sub.vocab)
     options = {**TRANSLATION_MODEL_DEFAULTS, **model_options,
                "max_src_len": max(64, max_tokens * 2), "max_tgt_len": max(64, max_tokens * 2) + 8}
     cfg = ModelConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **options)
-    bundle = ModelBundle(name, seeded_model(cfg, seed), src_vocab, tgt_vocab, languages=(src_lang, tgt_lang))
+    bundle = ModelBundle(name, seeded_model(cfg, seed), src_vocab, tgt_vocab, languages=(src_lang, tgt_lang),
+                         subwords=(src_sub, tgt_sub))
 
-    def to_pair(s: list[str], t: list[str]) -> Pair:
+    def to_pair(s: Sequence[str], t: Sequence[str]) -> Pair:
         return Pair(tuple(src_vocab.encode(s)), tuple(tgt_vocab.encode(t)))
-    valid_kept = [(s, t) for s, t in valid_text
-                  if len(src_tok.tokenize(s)) <= max_tokens and len(tgt_tok.tokenize(t)) <= max_tokens]
-    probe = next((s for _, (s, _t) in train_items if 6 <= len(src_tok.tokenize(s)) <= 9), train_items[0][1][0])
-    data = PairData([to_pair(s, t) for s, t in train_tok], [to_pair(s, t) for s, t in valid_tok], probe)
+
+    train_tok = filter_pairs(train_text, src_sub, tgt_sub, max_tokens, max_tokens)
+    if not train_tok:
+        raise ExplorerError(f"no sentence pair of at most {max_tokens} pieces to train on")
+    valid_kept, valid_tok = [], []
+    for s, t in (p for _, p in valid_items):
+        src, tgt = bundle.tokenize_source(s), bundle.tokenize_target(t)
+        if 1 <= len(src) <= max_tokens and 1 <= len(tgt) <= max_tokens:
+            valid_kept.append((s, t))
+            valid_tok.append(to_pair(src, tgt))
+    probe = next((s for s, _t in train_text if 6 <= len(s.split()) <= 9), train_text[0][0])
+    data = PairData([to_pair(s, t) for s, t in train_tok], valid_tok, probe)
     return bundle, data, valid_kept
 
 
@@ -137,7 +155,8 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
     train_names = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "clip": "clip",
                    "plateau_patience": "plateau_patience", "curriculum": "curriculum",
                    "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
-                   "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples"}
+                   "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples",
+                   "label_smoothing": "label_smoothing"}
     if args.task:
         model_options = _pick(args, MODEL_DEFAULTS, model_names)
         cfg = TrainConfig(**_pick(args, TRAIN_DEFAULTS, train_names))
@@ -150,12 +169,14 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
     cfg = TrainConfig(**_pick(args, TRANSLATION_TRAIN_DEFAULTS, train_names))
     bundle, data, _ = translation_setup(args.data, name, model_options, seed=cfg.seed, src_lang=args.src_lang,
                                         tgt_lang=args.tgt_lang, max_tokens=args.max_tokens,
-                                        min_freq=args.min_freq, valid_fraction=args.valid_fraction)
+                                        min_freq=args.min_freq, valid_fraction=args.valid_fraction,
+                                        max_vocab=args.vocab_size)
     trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, processes=processes)
     try:
         result = trainer.run()
     finally:
         trainer.close()
     bundle.training = {**bundle.training, "data": Path(args.data).name, "max_tokens": args.max_tokens,
-                       "min_freq": args.min_freq, "valid_fraction": args.valid_fraction}
+                       "min_freq": args.min_freq, "valid_fraction": args.valid_fraction,
+                       "vocab_size": args.vocab_size or "auto"}
     return bundle, result

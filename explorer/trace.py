@@ -20,6 +20,7 @@ from .decoding import decode
 from .devices import model_device
 from .errors import ExplorerError
 from .model import Control
+from .subwords import MARK, pieces_text
 from .tasks import alignment_hits, alignment_matrix
 from .vocab import EOS, SOS
 
@@ -67,10 +68,35 @@ class Trace:
     alignment: np.ndarray | None = None  # ground truth (T_true, S) bool, toy tasks only
     teacher_forced: bool = False
     intervention: Intervention = Intervention()
+    # Subword models: the positions of each word's pieces, in order (a piece starting with "▁" begins
+    # a word); empty for toy tasks and word-level models, where every token is its own word.
+    source_words: tuple[tuple[int, ...], ...] = ()
+    output_words: tuple[tuple[int, ...], ...] = ()
 
     @property
     def has_attention(self) -> bool:
         return self.attention != "none"
+
+    @property
+    def has_pieces(self) -> bool:
+        """Whether some word spans several pieces, so that a words view differs from the pieces."""
+        return any(len(w) > 1 for w in self.source_words + self.output_words)
+
+    def word_weights(self) -> np.ndarray:
+        """Attention between words (W_out, W_src): each row is one output word, the mean over its pieces'
+        steps t of Σ α_ti over each input word's pieces i. Rows still sum to 1. The model attends over
+        pieces; this only regroups its own α so a reader can see which word looked at which."""
+        src = self.source_words or tuple((i,) for i in range(self.weights.shape[1]))
+        out = self.output_words or tuple((t,) for t in range(self.weights.shape[0]))
+        by_source = np.stack([self.weights[:, list(g)].sum(axis=1) for g in src], axis=1)  # (T, W_src)
+        return np.stack([by_source[list(g)].mean(axis=0) for g in out])  # (W_out, W_src)
+
+    def word_labels(self) -> tuple[list[str], list[str]]:
+        """(output words, input words) as text: a word's pieces joined, the word mark dropped."""
+        def join(tokens: Sequence[str], groups: tuple[tuple[int, ...], ...]) -> list[str]:
+            groups = groups or tuple((i,) for i in range(len(tokens)))
+            return [pieces_text([tokens[i] for i in g]) or MARK for g in groups]
+        return join(self.output_tokens, self.output_words), join(self.source_tokens, self.source_words)
 
     @property
     def steps(self) -> int:
@@ -116,6 +142,9 @@ class Trace:
             "teacher_forced": self.teacher_forced,
             "intervention": self.intervention.to_dict(),
         }
+        if self.source_words or self.output_words:
+            out["source_words"] = [list(g) for g in self.source_words]
+            out["output_words"] = [list(g) for g in self.output_words]
         return out
 
     def to_json(self) -> str:
@@ -232,7 +261,13 @@ def trace(bundle: ModelBundle, source: str | Prepared, intervention: Interventio
         alignment=alignment,
         teacher_forced=tgt is not None,
         intervention=intervention,
+        source_words=_words(bundle.source_words(prepared.tokens)) if bundle.uses_pieces else (),
+        output_words=_words(bundle.target_words(out_tokens)) if bundle.uses_pieces else (),
     )
+
+
+def _words(groups: list[list[int]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(g) for g in groups)
 
 
 def output_text(bundle: ModelBundle, tr: Trace) -> str:

@@ -50,6 +50,7 @@ class TrainConfig:
     eval_every: int = 100
     eval_samples: int = 500
     max_seconds: float | None = None
+    label_smoothing: float = 0.0  # share of each target's probability spread over the vocabulary (translation)
 
     def __post_init__(self) -> None:
         problems = []
@@ -69,6 +70,8 @@ class TrainConfig:
             problems.append("evaluation interval and size must be positive")
         if self.plateau_patience < 0:
             problems.append("plateau patience must be 0 (off) or more")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            problems.append("label smoothing must be in [0, 1)")
         if problems:
             raise ExplorerError("; ".join(problems))
 
@@ -226,7 +229,8 @@ def tally(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Tally:
     return Tally(len(pairs), int(exact), tokens_right, tokens_total, hits, counted)
 
 
-def token_loss(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+def token_loss(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean",
+               label_smoothing: float = 0.0) -> torch.Tensor:
     """Cross-entropy over the real tokens of (B, T, V) logits and (B, T) targets (padding ignored), their
     mean or ("sum") their total.
 
@@ -235,9 +239,10 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "me
     change neither the loss nor the gradient (they get probability 0)."""
     V = logits.shape[-1]
     flat = logits.reshape(-1, V)
-    if V < 16:
+    if V < 16 and not label_smoothing:  # smoothing would spread probability onto the padding columns
         flat = nn.functional.pad(flat, (0, 16 - V), value=float("-inf"))
-    return nn.functional.cross_entropy(flat, targets.reshape(-1), ignore_index=PAD_ID, reduction=reduction)
+    return nn.functional.cross_entropy(flat, targets.reshape(-1), ignore_index=PAD_ID, reduction=reduction,
+                                       label_smoothing=label_smoothing)
 
 
 def collate(pairs: Sequence[Pair], device: torch.device | None = None
@@ -268,7 +273,7 @@ class BatchLoss(NamedTuple):
 
 def batch_loss(model: nn.Module, pairs: Sequence[Pair], teacher_forcing: float = 1.0,
                generator: torch.Generator | None = None, device: torch.device | None = None,
-               tokens: int | None = None) -> BatchLoss:
+               tokens: int | None = None, label_smoothing: float = 0.0) -> BatchLoss:
     """The training loss of a batch: its mean token loss, or (given `tokens`, the token count of a
     whole batch this is part of) its summed token loss divided by that count, so that the parts of a
     split batch add up to the whole batch's mean (parallel.py).
@@ -280,7 +285,10 @@ def batch_loss(model: nn.Module, pairs: Sequence[Pair], teacher_forcing: float =
     that validation may have reached the target (Trainer._target_in_sight)."""
     src, lengths, tgt_in, tgt_out = collate(pairs, device)
     logits, _ = model(src, lengths, tgt_in, teacher_forcing, generator)
-    loss = token_loss(logits, tgt_out) if tokens is None else token_loss(logits, tgt_out, "sum") / tokens
+    if tokens is None:
+        loss = token_loss(logits, tgt_out, label_smoothing=label_smoothing)
+    else:
+        loss = token_loss(logits, tgt_out, "sum", label_smoothing) / tokens
     with torch.no_grad():
         exact = int(((logits.argmax(-1) == tgt_out) | (tgt_out == PAD_ID)).all(1).sum())
     return BatchLoss(loss, exact)
@@ -407,7 +415,8 @@ class Trainer:
             tokens = sum(len(p.tgt) + 1 for p in pairs)  # every target token and its <eos>
             helper.submit([(p.src, p.tgt) for p in pairs[1::2]], tokens)
             pairs = pairs[0::2]
-        loss, exact = batch_loss(self.model, pairs, self.cfg.teacher_forcing, self.generator, self.device, tokens)
+        loss, exact = batch_loss(self.model, pairs, self.cfg.teacher_forcing, self.generator, self.device, tokens,
+                                 self.cfg.label_smoothing)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         value = loss.item()
@@ -438,7 +447,8 @@ class Trainer:
 
     def _gradient_helper(self) -> GradientHelper | None:
         """The second process of a two-process run, started at the first step that can use it."""
-        if self.processes < 2 or self.cfg.teacher_forcing < 1.0 or self.device.type != "cpu":
+        if (self.processes < 2 or self.cfg.teacher_forcing < 1.0 or self.device.type != "cpu"
+                or self.cfg.label_smoothing):  # the helper computes the plain loss
             return None
         if self._helper is None and parallel_available(self.model):
             try:

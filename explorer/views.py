@@ -27,6 +27,7 @@ MAX_BEAM_WIDTH = 10
 # Short, common sentences for translation models (kept when the model knows every word). The first
 # is the default input: French puts the adjective after the noun, which the heatmap shows.
 TRANSLATION_EXAMPLES: tuple[str, ...] = (
+    "How can we use variable input lengths?",  # the article's own example of what attention is for
     "I have a red car.", "He bought a big house.", "I am cold.", "She is my sister.", "We are friends.",
     "Where is the station?", "I love you.", "He is reading a book.", "Tom is a teacher.", "It is raining.",
     "I do not know.", "Come here.", "This is my house.", "They are happy.", "I want to go home.",
@@ -263,7 +264,13 @@ def trace_frame(tr: Trace) -> pd.DataFrame:
                          "true_alignment": truth})
     columns = ["step", "output_token", "previous_token", "probability", "position", "input_token", "score",
                "weight", "true_alignment"]
-    return pd.DataFrame(rows, columns=columns)
+    frame = pd.DataFrame(rows, columns=columns)
+    if tr.source_words and tr.has_attention:  # subword pieces: which word (1-based) each piece belongs to
+        word_of_output = {t: w + 1 for w, group in enumerate(tr.output_words) for t in group}
+        word_of_input = {i: w + 1 for w, group in enumerate(tr.source_words) for i in group}
+        frame["output_word"] = (frame["step"] - 1).map(word_of_output)
+        frame["input_word"] = (frame["position"] - 1).map(word_of_input)
+    return frame
 
 
 def trace_csv(tr: Trace) -> str:

@@ -2,6 +2,7 @@
 
     python scripts/report_pretrained.py [--samples 1000] [--lengths 1-40] [--data-root ../shared/data]
     python scripts/report_pretrained.py --curves   # (re)write pretrained/curves.json, the Compare page's curves
+    python scripts/report_pretrained.py --bleu-curves   # (re)write pretrained/bleu_by_length.json
 
 Toy tasks: `explorer eval` over each model's own length range (fresh samples, seed 12345) and
 accuracy by input length for the reversal twins; translation: BLEU on the held-out split.
@@ -23,7 +24,9 @@ from explorer.evaluation import (accuracy_by_length, attention_focus, evaluate_c
                                  evaluate_tsv, held_out_pairs)
 
 BEAM = 5  # translation BLEU is reported greedy (what the app's traces show) and with this beam width
-TRANSLATION_DATA = {"eng-fra": "eng-fra/pairs.tsv", "eng-cmn": "eng-cmn/pairs.tsv"}
+TRANSLATION_DATA = {"eng-fra": "eng-fra/pairs.tsv", "eng-fra-none": "eng-fra/pairs.tsv",
+                    "eng-cmn": "eng-cmn/pairs.tsv"}
+BLEU_TWINS = ("eng-fra", "eng-fra-none")  # the translation bottleneck pair drawn on Compare
 
 
 def fmt(x: float | None) -> str:
@@ -38,7 +41,21 @@ def main() -> int:
     parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--curves", action="store_true",
                         help="store the accuracy-by-length curves of the shipped sequence models (after retraining one)")
+    parser.add_argument("--bleu-curves", action="store_true",
+                        help="store BLEU by source length of the translation twins (needs --data-root)")
     args = parser.parse_args()
+    if args.bleu_curves:
+        from explorer.comparison import bleu_by_length, store_bleu_curves
+        entries = []
+        for name in BLEU_TWINS:
+            bundle, path = checkpoint.load(name), checkpoint.resolve(name)
+            data = Path(args.data_root) / TRANSLATION_DATA[name]
+            pairs = held_out_pairs(bundle, load_tsv(str(data)).pairs)
+            curve = bleu_by_length(bundle, pairs, f"the held-out split of {data.parent.name}/{data.name}")
+            print(name, [(r["lo"], r["hi"], r["n"], r["bleu"], r["chrf"]) for r in curve.rows], file=sys.stderr)
+            entries.append((path, curve))
+        print(store_bleu_curves(entries))
+        return 0
     if args.curves:
         from explorer.comparison import has_curve, store_curves
         entries = [(checkpoint.resolve(n), checkpoint.load(n)) for n in checkpoint.pretrained_names()]
@@ -48,8 +65,9 @@ def main() -> int:
 
     names = checkpoint.pretrained_names()
     focus: dict[str, dict] = {}
-    print("| model | task / languages | trained lengths | exact match | token accuracy | alignment accuracy | BLEU | parameters | file size |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    signatures: set[str] = set()
+    print("| model | task / languages | trained lengths | exact match | token accuracy | alignment accuracy | BLEU | chrF | parameters | file size |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in names:
         bundle = checkpoint.load(name)
         size = checkpoint.resolve(name).stat().st_size
@@ -58,21 +76,29 @@ def main() -> int:
             r = evaluate_checkpoint(bundle, samples=args.samples)
             lengths = f"{bundle.task.min_len}–{bundle.task.max_len}" if bundle.task.name != "dates" else "–"
             print(f"| `{name}` | {bundle.task.name} | {lengths} | {fmt(r['exact_match'])} | {fmt(r['token_accuracy'])} "
-                  f"| {fmt(r['alignment_accuracy'])} | – | {bundle.parameter_count:,} | {size / 1e6:.1f} MB |")
+                  f"| {fmt(r['alignment_accuracy'])} | – | – | {bundle.parameter_count:,} | {size / 1e6:.1f} MB |")
         else:
             data = Path(args.data_root) / TRANSLATION_DATA.get(name, "")
             if not data.is_file():
-                print(f"| `{name}` | {'→'.join(bundle.languages)} | – | – | – | – | (no data at {data}) "
+                print(f"| `{name}` | {'→'.join(bundle.languages)} | – | – | – | – | (no data at {data}) | – "
                       f"| {bundle.parameter_count:,} | {size / 1e6:.1f} MB |")
                 continue
             r = evaluate_tsv(bundle, str(data), split="valid")
             pairs = load_tsv(str(data)).pairs
-            focus[name] = attention_focus(bundle, [src for src, _ in held_out_pairs(bundle, pairs)[:200]])
+            if bundle.model.attention is not None:
+                focus[name] = attention_focus(bundle, [src for src, _ in held_out_pairs(bundle, pairs)[:200]])
             beam = evaluate_tsv(bundle, str(data), split="valid", beam=BEAM)
+            signatures.add(r.get("bleu_signature", "lower-cased word-level references"))
+            signatures.add(r.get("chrf_signature", ""))
             print(f"| `{name}` | {'→'.join(bundle.languages)} | held-out {r['n']:,} pairs | {fmt(r['exact_match'])} "
                   f"| {fmt(r['token_accuracy'])} | – | {r['bleu']:.1f} (beam {BEAM}: {beam['bleu']:.1f}) "
+                  f"| {r.get('chrf', 0.0):.1f} (beam {BEAM}: {beam.get('chrf', 0.0):.1f}) "
                   f"| {bundle.parameter_count:,} | {size / 1e6:.1f} MB |")
         print(f"  ({name}: {time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    if signatures:
+        print()
+        print("BLEU and chrF: sacrebleu's defaults on cased, detokenised output against the file's references "
+              "(Chinese in simplified script on both sides); signatures: " + "; ".join(sorted(s for s in signatures if s)))
     if focus:
         print()
         print("Attention focus on 200 held-out sentences (greedy traces): share of output steps whose largest "

@@ -120,7 +120,7 @@ def test_the_hidden_states_are_drawn_once_their_section_is_opened_with_the_trace
     assert np.allclose(states[1:], expected.decoder_states, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["copy", "dates", "reverse-none", "tiny-fra"])
+@pytest.mark.parametrize("name", ["copy", "dates", "reverse-none", "tiny-fra", "tiny-words"])
 def test_every_model_renders(models_dir, name):
     at = open_app(models_dir)
     at.selectbox(key="explore_model").set_value(name)
@@ -147,12 +147,16 @@ def test_switching_model_keeps_an_input_the_new_model_reads(models_dir):
     assert state(at, "input") == "31415926"  # the dates model reads digits too (no truth: not a date)
     at.selectbox(key="explore_model").set_value("tiny-fra")
     ok(at)
-    assert state(at, "input") == "31415926"  # translation reads anything (as <unk>)
+    assert state(at, "input") == "31415926"  # translation reads anything (in pieces)
+    assert not at.warning
+    at.selectbox(key="explore_model").set_value("tiny-words")
+    ok(at)
+    assert state(at, "input") == "31415926"  # an older word-level model reads it as <unk>
     assert any("<unk>" in w.value for w in at.warning)
 
 
 def test_translation_marks_unknown_words(models_dir):
-    at = open_app(models_dir, model="tiny-fra", input="Zorglub is here.")
+    at = open_app(models_dir, model="tiny-words", input="Zorglub is here.")
     warning = " ".join(w.value for w in at.warning)
     assert "zorglub" in warning.lower() and "<unk>" in warning
     assert not errors(at)
@@ -352,7 +356,7 @@ def test_beam_mode_shows_the_candidates(models_dir):
 
 
 def test_beam_on_translation_with_unknown_words(models_dir):
-    at = open_app(models_dir, model="tiny-fra", input="Who is Zorglub?", mode="beam", width="4")
+    at = open_app(models_dir, model="tiny-words", input="Who is Zorglub?", mode="beam", width="4")
     assert not errors(at)
     assert state(at, "beam_width") == 4
     assert any("zorglub" in w.value.lower() for w in at.warning)

@@ -42,6 +42,11 @@ def fra():
     return [b for b in build_models() if b.name == "tiny-fra"][0]
 
 
+@pytest.fixture(scope="module")
+def words():
+    return [b for b in build_models() if b.name == "tiny-words"][0]
+
+
 def arr(x) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
@@ -102,8 +107,8 @@ def test_masked_scores_hover_as_nan_and_weights_are_zero(make_random_bundle):
     json.loads(fig.to_json())  # NaN/inf do not break serialisation
 
 
-def test_unknown_words_are_labelled_unk(fra):
-    tr = trace(fra, "Zorglub is here.")
+def test_unknown_words_are_labelled_unk(words):
+    tr = trace(words, "Zorglub is here.")
     assert "zorglub" in tr.unknown_tokens
     labels = list(fa.attention_heatmap(tr).data[0].x)
     assert labels[0] == "1:<unk>(zorglub)"
@@ -317,7 +322,8 @@ def test_examples_and_random_inputs_suit_the_model(make_random_bundle, fra):
         bundle.prepare(text)
     fra_examples = views.example_inputs(fra)
     assert fra_examples
-    assert all(not fra.prepare(t).unknown for t in fra_examples) or fra_examples == list(views.TRANSLATION_EXAMPLES[:5])
+    assert fra_examples[0] == "How can we use variable input lengths?"  # the article's example, in pieces
+    assert all(not fra.prepare(t).unknown for t in fra_examples)
     assert views.random_input(fra, random.Random(0)) in fra_examples
 
 

@@ -17,6 +17,7 @@ from safetensors.torch import save as st_save
 
 from explorer import checkpoint
 from explorer.__main__ import main
+from explorer.subwords import pieces_text
 from explorer.tasks import TaskSpec
 from explorer.train import new_task_bundle
 
@@ -134,8 +135,19 @@ def test_translate_refuses_hostile_text_in_one_line(translation_checkpoint, caps
     assert_refused(rc, *capsys.readouterr(), message)
 
 
-def test_translate_reads_emoji_rtl_and_control_characters_as_unknown_words(translation_checkpoint, capsys):
+def test_translate_reads_emoji_rtl_and_control_characters_in_pieces(translation_checkpoint, capsys):
     rc = cli(["translate", "--checkpoint", str(translation_checkpoint), "--input", "I 😀 שלום \u202e\x1b[2J here"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in out + err
+    assert out.count("\n") == 1 and err == ""  # spelt in pieces and bytes: nothing is unknown
+    pieces = checkpoint.load(translation_checkpoint).prepare("I 😀 שלום \u202e\x1b[2J here").tokens
+    assert pieces_text(pieces) == "I😀שלום[2Jhere"  # control and direction characters are cleaned away
+
+
+def test_a_word_level_model_still_warns_about_unknown_words(tmp_path, capsys):
+    from explore_models import FIXTURES, word_level_bundle
+    path = checkpoint.save(word_level_bundle(FIXTURES / "eng-fra-good.tsv", "words"), tmp_path / "words")
+    rc = cli(["translate", "--checkpoint", str(path), "--input", "I 😀 שלום \u202e\x1b[2J here"])
     out, err = capsys.readouterr()
     assert rc == 0 and "Traceback" not in out + err
     assert out.count("\n") == 1 and err.startswith("warning: unknown words:") and err.count("\n") == 1

@@ -11,6 +11,7 @@ import pytest
 
 from explorer import checkpoint
 from explorer.evaluation import evaluate_tsv, translate_text
+from explorer.vocab import EOS_ID, PAD_ID, SOS_ID, UNK_ID
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -71,11 +72,23 @@ def test_translate_reads_stdin_and_writes_one_line_per_line(tiny_model: Path) ->
     assert "Traceback" not in result.stderr
 
 
-def test_translate_warns_about_unknown_words(tiny_model: Path) -> None:
+def test_a_word_the_corpus_never_had_is_spelt_in_pieces_never_unk(tiny_model: Path) -> None:
+    bundle = checkpoint.load(tiny_model)
+    for text in ("two purple cars.", "Zwölf Boxkämpfer jagen Viktor 🍕 😀 über den großen Sylter Deich.",
+                 "我有一辆红色的车。", "<pad> <eos> <0x41>"):
+        prepared = bundle.prepare(text)
+        assert prepared.unknown == () and UNK_ID not in prepared.ids, text
+        assert {PAD_ID, SOS_ID, EOS_ID}.isdisjoint(prepared.ids), text  # typed specials are only text
     result = run_cli("translate", "--checkpoint", str(tiny_model), "--input", "two purple cars.")
-    assert result.returncode == 0
+    assert result.returncode == 0 and result.stderr == ""
     assert len(result.stdout.splitlines()) == 1
-    assert "unknown" in result.stderr and "purple" in result.stderr
+
+
+def test_output_is_detokenised_text_with_punctuation_attached(tiny_model: Path) -> None:
+    bundle = checkpoint.load(tiny_model)
+    text, _ = translate_text(bundle, "Two red cars.")
+    assert text == text.strip() and not text.endswith(" .") and "▁" not in text
+    assert bundle.detokenize_target(bundle.tokenize_target("Deux voitures rouges.")) == "Deux voitures rouges."
 
 
 def test_translate_with_beam_search_agrees_on_easy_input(tiny_model: Path) -> None:
@@ -90,9 +103,10 @@ def test_eval_on_a_tsv_reports_bleu(tiny_model: Path, tmp_path: Path) -> None:
     result = run_cli("eval", "--checkpoint", str(tiny_model), "--data", str(data), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert {"n", "exact_match", "token_accuracy", "bleu"} <= set(report)
+    assert {"n", "exact_match", "token_accuracy", "bleu", "chrf", "bleu_signature", "chrf_signature"} <= set(report)
     assert report["n"] == len(tiny_corpus())
-    assert report["bleu"] > 80
+    assert report["bleu"] > 80 and report["chrf"] > 80
+    assert "case:mixed" in report["bleu_signature"] and "tok:13a" in report["bleu_signature"]
 
 
 def test_eval_on_a_malformed_tsv_is_one_line(tiny_model: Path, tmp_path: Path) -> None:

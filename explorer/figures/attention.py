@@ -136,3 +136,28 @@ _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 def _sub(n: int) -> str:
     """A number as Unicode subscript digits (s₃), readable in any font plotly uses."""
     return str(n).translate(_SUBSCRIPTS)
+
+
+WORDS_NOTE = ("Words view: each row is one output word, the mean over its pieces' steps of α summed over each "
+              "input word's pieces (rows still sum to 1). The model itself attends over pieces.")
+WORD_HOVER = "output word %{y}<br>input word %{x}<br>summed α = %{z:.4f}<extra></extra>"
+
+
+def word_attention_heatmap(trace: Trace, title: str | None = None) -> go.Figure:
+    """The α heatmap regrouped into words (Trace.word_weights), for subword models: which input word each
+    output word looked at, when words are split into pieces."""
+    if not trace.has_attention:
+        return empty_figure(NO_ATTENTION, title)
+    z = trace.word_weights()
+    out_words, src_words = trace.word_labels()
+    x, y = token_labels(src_words), token_labels(out_words)
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, zmin=0.0, zmax=1.0, colorscale=ATTENTION_SCALE, xgap=1, ygap=1,
+                               colorbar={"title": {"text": "Σα"}, "thickness": 14}, hovertemplate=WORD_HOVER))
+    crowded = len(x) > 16 or sum(len(label) for label in x) > 56
+    top = 50 + (40 if title else 0) + (min(9 * max(len(label) for label in x), 160) if crowded else 0)
+    styled(fig, title, height=max(320, top + 70 + ROW_PX * len(y)))
+    return set_layout(
+        fig, yaxis={"autorange": "reversed", "type": "category", "showgrid": False, "automargin": True, "dtick": 1},
+        xaxis={"type": "category", "side": "top", "showgrid": False, "automargin": True, "dtick": 1,
+               **({"tickangle": -60} if crowded else {})},
+        margin={"t": top, "b": 30, "l": 10, "r": 10})

@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from ..comparison import Curve
+from ..comparison import BleuCurve, Curve
 from .style import styled
 
 # One colour per score function, so a twin pair reads the same on every page.
@@ -84,3 +84,23 @@ def parameter_figure(breakdowns: Mapping[str, Mapping[str, int]], title: str | N
     fig.update_xaxes(title="parameters", tickformat=",")
     fig.update_yaxes(autorange="reversed")
     return styled(fig, title, height=120 + 60 * len(models))
+
+
+def bleu_by_length_figure(curves: Sequence[BleuCurve], metric: str = "bleu", title: str | None = None,
+                          height: int = 420) -> go.Figure:
+    """BLEU (or chrF) against source length in words, one line per translation model (attention solid,
+    none dashed), each point's sentence count on hover."""
+    fig = go.Figure()
+    for curve, color in zip(curves, curve_colors(curves)):  # type: ignore[arg-type]
+        labels = [f"{r['lo']}–{r['hi']}" if r["hi"] < 1000 else f"{r['lo']}+" for r in curve.rows]
+        fig.add_trace(go.Scatter(
+            x=labels, y=[r[metric] for r in curve.rows], mode="lines+markers", name=f"{curve.model} ({curve.attention})",
+            line={"color": color, "width": 3, "dash": "solid" if curve.attention != "none" else "dash"},
+            marker={"size": 8}, customdata=[[r["n"]] for r in curve.rows],
+            hovertemplate=(f"{curve.model}<br>%{{x}} source words<br>{metric} %{{y:.1f}} "
+                           "(%{customdata[0]} sentences)<extra></extra>")))
+    fig.update_xaxes(title="source sentence length (words)", type="category")
+    fig.update_yaxes(title="BLEU" if metric == "bleu" else "chrF", rangemode="tozero")
+    fig = styled(fig, title, height=height)
+    fig.update_layout(hovermode="closest", margin={"t": 70 if title else 50})
+    return fig

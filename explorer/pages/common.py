@@ -98,6 +98,19 @@ def accuracy_curve(name: str, lengths: tuple[int, ...] | None = None, samples: i
                   lambda: comparison.length_curve(get_model(name), lengths, samples, seed))
 
 
+@st.cache_resource(show_spinner=False)
+def shipped_bleu_curves() -> list:
+    """The stored BLEU-by-length curves of the shipped translation models (read once per server)."""
+    from explorer import checkpoint
+    from explorer.comparison import stored_bleu_curve
+    curves = []
+    for name in shipped_model_names():
+        curve = stored_bleu_curve(checkpoint.resolve(name))
+        if curve is not None:
+            curves.append(curve)
+    return curves
+
+
 def explore_link(label: str, model: str, text: str, step: int | None = None) -> None:
     """A link that opens the Explore page on this model, input and decoder step (1-based, as Explore reads it)."""
     from explorer.pages import explore

@@ -15,7 +15,8 @@ import streamlit as st
 from explorer import comparison
 from explorer.errors import ExplorerError
 from explorer.figures.attention import attention_heatmap
-from explorer.figures.compare import METRIC_LABELS, accuracy_by_length_figure, parameter_figure
+from explorer.figures.compare import (METRIC_LABELS, accuracy_by_length_figure, bleu_by_length_figure,
+                                     parameter_figure)
 from explorer.figures.style import plotly_config
 from explorer.pages import common
 
@@ -99,6 +100,31 @@ def curve_section(names: list[str]) -> None:
             for key in ("exact_match", "token_accuracy", "alignment_accuracy"):
                 table[f"{c.model} {key}"] = [None if (r := c.at(n)) is None else r[key] for n in table["length"]]
         st.dataframe(table, hide_index=True, key="compare_curve_table")
+
+
+def sentence_section() -> None:
+    """The same bottleneck on real sentences: BLEU by source length of the shipped translation twins."""
+    st.header("The bottleneck on real sentences: BLEU against sentence length")
+    curves = common.shipped_bleu_curves()
+    if not curves:
+        st.info("No stored BLEU curve for the shipped translation models (pretrained/"
+                f"{comparison.BLEU_FILE} is missing or was computed from other checkpoint files).")
+        return
+    st.markdown(
+        "Bahdanau, Cho and Bengio (2015, figure 2) showed that an encoder–decoder without attention loses BLEU "
+        "as sentences grow while one with attention holds up. The same experiment with the shipped English→French "
+        "twins (same sizes, same data, same training budget): greedy translations of held-out sentences, "
+        "grouped by the English sentence's length in words.")
+    metric = st.radio("Score", ["bleu", "chrf"], key="compare_bleu_metric", horizontal=True,
+                      format_func={"bleu": "BLEU", "chrf": "chrF"}.get)
+    st.plotly_chart(bleu_by_length_figure(curves, metric), key="compare_fig_bleu", config=plotly_config("bleu"))
+    table = pd.DataFrame([{"model": c.model, "attention": c.attention,
+                           "source words": f"{r['lo']}–{r['hi']}" if r["hi"] < 1000 else f"{r['lo']}+",
+                           "sentences": r["n"], "BLEU": r["bleu"], "chrF": r["chrf"]} for c in curves for r in c.rows])
+    with st.expander("The numbers"):
+        st.dataframe(table, hide_index=True, key="compare_bleu_table")
+        st.caption(f"Scored on {curves[0].data} with sacrebleu's defaults ({curves[0].bleu_signature}); "
+                   "computed by `python scripts/report_pretrained.py --bleu-curves`.")
 
 
 def _set_random_input() -> None:
@@ -228,5 +254,7 @@ def render() -> None:
         st.info("No model yet: ship checkpoints in pretrained/ or train one on the Train page.")
         return
     curve_section(names)
+    st.divider()
+    sentence_section()
     st.divider()
     side_by_side_section(names)

@@ -574,6 +574,8 @@ def _draw_step_panel(request: views.Request, cell: str, attn_dim: int) -> None:
                    cache=(request, step), on_select=_on_heatmap_click, selection_mode="points")
             if tr.alignment is not None:
                 st.caption("Green rings: the true alignment of the task. Red box: the current step.")
+            if tr.has_pieces:
+                _words_view(request, tr)
         else:
             st.markdown("**Decoder states sₜ** (no attention in this model)")
             _chart(lambda: fig_vectors.decoder_states_heatmap(tr, step, title=None), "decoder-states-panel",
@@ -590,6 +592,15 @@ def _draw_step_panel(request: views.Request, cell: str, attn_dim: int) -> None:
     st.caption(f"Step panel drawn in {_format_seconds(panel_ms)} · decoding "
                f"{_format_seconds(_state('compute_ms', 0.0))} (once per input, then cached)",
                help="Server-side timings: changing the step reruns only this panel and never re-decodes")
+
+
+def _words_view(request: views.Request, tr: Trace) -> None:
+    """For subword models: the same α regrouped into words, in a section that opens."""
+    st.caption("Tokens are the model's subword pieces; ▁ marks a piece that begins a word.")
+    with st.expander("Words view: which word looked at which", expanded=False):
+        st.caption(fig_attention.WORDS_NOTE)
+        _chart(lambda: fig_attention.word_attention_heatmap(tr), "word-attention", K + "words",
+               cache=(request, None))
 
 
 def _step_one(request: views.Request, tr: Trace, step: int, cell: str) -> None:

@@ -24,7 +24,7 @@ from explorer.pages.learn_text import LANGUAGES, text
 LESSON_RNN = "lesson-rnn"  # the page's own tiny tanh RNN (not in the model registry)
 LESSON_RNN_LABEL = "lesson-rnn (tanh RNN)"  # the same in both languages: see _localized_key
 PREFERRED_INPUT = "31415926"
-TRANSLATION_INPUT = "I am happy."
+TRANSLATION_INPUT = "How can we use variable input lengths?"  # the article's own example
 SAMPLING_NS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 200)
 VECTOR_COMPONENTS = 16  # components shown of a long vector
 BOTTLENECK_MARKS = (10, 20, 30, 40)
