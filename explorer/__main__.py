@@ -73,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--vocab-size", type=int, default=None,
                    help="translation: subword pieces per language, specials and bytes included "
                         "(default: an eighth of the training pairs, within 1,000-8,000)")
+    t.add_argument("--extra-data", default=None,
+                   help="translation: a TSV of more pairs for the training split only (e.g. a glossary of a "
+                        "domain's words); validation stays the --data file's held-out pairs")
+    t.add_argument("--extra-repeat", type=int, default=1,
+                   help="translation: how many times each --extra-data pair joins the training split (default 1)")
     t.add_argument("--label-smoothing", type=float, default=None,
                    help="share of each target's probability spread over the vocabulary (default 0.1 for "
                         "translation, 0 for toy tasks)")

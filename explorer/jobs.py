@@ -55,7 +55,7 @@ class Limits:
     max_seq_len: int = 50  # toy-task source length
     max_alphabet: int = 64
     max_tsv_bytes: int = 20_000_000
-    max_tokens: int = 30  # translation sentence length in tokens
+    max_tokens: int = 40  # translation sentence length in subword pieces
 
     def check(self, model_options: dict[str, Any], cfg: TrainConfig, spec: TaskSpec | None = None) -> None:
         """Raise ExplorerError naming every setting over its limit."""
@@ -469,7 +469,7 @@ def task_job(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Trai
 
 
 def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: TrainConfig,
-                    epochs: float | None = None, max_tokens: int = 12, min_freq: int = 1,
+                    epochs: float | None = None, max_tokens: int = 24, min_freq: int = 2,
                     publish: Callable[[ModelBundle], None] | None = None,
                     limits: Limits = LIMITS) -> TrainingJob:
     """A (not yet started) job training a fresh translation model on uploaded TSV bytes.

@@ -98,14 +98,17 @@ def default_vocab_size(pairs: int) -> int:
 
 def translation_setup(path: str | Path | bytes, name: str, model_options: dict[str, Any], seed: int = 0,
                       src_lang: str | None = None, tgt_lang: str | None = None, max_tokens: int = 40,
-                      min_freq: int = 2, valid_fraction: float = 0.05,
-                      max_vocab: int | None = None) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
+                      min_freq: int = 2, valid_fraction: float = 0.05, max_vocab: int | None = None,
+                      extra: Sequence[tuple[str, str]] = (), extra_repeat: int = 1,
+                      ) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
     """A fresh translation model and its data from a TSV file (or uploaded bytes).
 
     Both sides are cleaned (Chinese made simplified), a byte-fallback BPE is learnt per language from
     the training split (at most `max_vocab` pieces, pieces seen at least `min_freq` times), and pairs of
-    at most `max_tokens` pieces a side are kept. Returns the bundle, the id pairs for training/validation,
-    and the kept validation pairs as the file's text (for BLEU)."""
+    at most `max_tokens` pieces a side are kept. `extra` pairs (e.g. a glossary of a domain's words), each
+    `extra_repeat` times, join the training split only: validation stays the file's own held-out pairs.
+    Returns the bundle, the id pairs for training/validation, and the kept validation pairs as the file's
+    text (for BLEU)."""
     from .corpus import filter_pairs, guess_language, load_tsv, load_tsv_bytes, split_pairs
     from .subwords import SubwordTokenizer, prepare_text
     corpus = load_tsv_bytes(path, name=name) if isinstance(path, bytes) else load_tsv(path)
@@ -113,7 +116,10 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     tgt_lang = tgt_lang or guess_language([t for _, t in corpus.pairs[:2000]])
     indexed = list(enumerate(corpus.pairs))
     train_items, valid_items = split_pairs(indexed, valid_fraction, seed)
-    train_text = [(prepare_text(s, src_lang), prepare_text(t, tgt_lang)) for _, (s, t) in train_items]
+    if extra_repeat < 1:
+        raise ExplorerError("extra pairs must be repeated at least once")
+    train_pairs = [p for _, p in train_items] + list(extra) * extra_repeat
+    train_text = [(prepare_text(s, src_lang), prepare_text(t, tgt_lang)) for s, t in train_pairs]
     train_text = [(s, t) for s, t in train_text if s and t]
     if not train_text:
         raise ExplorerError("no sentence pair with text on both sides to train on")
@@ -167,10 +173,14 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
         return bundle, result
     model_options = _pick(args, TRANSLATION_MODEL_DEFAULTS, model_names)
     cfg = TrainConfig(**_pick(args, TRANSLATION_TRAIN_DEFAULTS, train_names))
+    extra = ()
+    if args.extra_data:
+        from .corpus import load_tsv
+        extra = load_tsv(args.extra_data).pairs
     bundle, data, _ = translation_setup(args.data, name, model_options, seed=cfg.seed, src_lang=args.src_lang,
                                         tgt_lang=args.tgt_lang, max_tokens=args.max_tokens,
                                         min_freq=args.min_freq, valid_fraction=args.valid_fraction,
-                                        max_vocab=args.vocab_size)
+                                        max_vocab=args.vocab_size, extra=extra, extra_repeat=args.extra_repeat)
     trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, processes=processes)
     try:
         result = trainer.run()
@@ -178,5 +188,7 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
         trainer.close()
     bundle.training = {**bundle.training, "data": Path(args.data).name, "max_tokens": args.max_tokens,
                        "min_freq": args.min_freq, "valid_fraction": args.valid_fraction,
-                       "vocab_size": args.vocab_size or "auto"}
+                       "vocab_size": args.vocab_size or "auto",
+                       **({"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat}
+                          if args.extra_data else {})}
     return bundle, result

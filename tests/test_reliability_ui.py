@@ -132,11 +132,18 @@ def test_the_last_good_trace_can_still_be_stepped_through_under_a_bad_input(expl
 
 
 def test_other_models_meet_the_same_input_without_a_traceback(explore):
-    """Translation reads unknown words as <unk> (a warning, not an error); dates refuses unknown symbols."""
+    """Translation in pieces reads anything (bytes for what it never saw); an older word-level model reads
+    unknown words as <unk> (a warning, not an error); dates refuses unknown symbols."""
     at = explore
     show_good(at)
     hostile = "I 😀 שלום \u202e\x1b[2J <b>é</b>"
     at.selectbox(key="explore_model").set_value("tiny-fra")
+    run(at)
+    at.text_input(key="explore_input").set_value(hostile)
+    run(at)
+    assert not errors(at), errors(at)
+    assert not any("Not in this model's vocabulary" in w.value for w in at.warning)
+    at.selectbox(key="explore_model").set_value("tiny-words")
     run(at)
     at.text_input(key="explore_input").set_value(hostile)
     run(at)

@@ -78,7 +78,7 @@ def current_job() -> jobs.TrainingJob | None:
 SETUP_KEYS = ("task", "min_len", "max_len", "alphabet", "probe", "max_tokens", "min_freq",
               *MODEL_SETTINGS[TOY], *TRAIN_SETTINGS[TOY])
 DATA_DEFAULTS = {"task": "reverse", "min_len": 5, "max_len": 15, "alphabet": "0123456789", "probe": "",
-                 "max_tokens": 10, "min_freq": 1}
+                 "max_tokens": 24, "min_freq": 2}
 
 
 def _defaults(source: str) -> None:
@@ -262,9 +262,10 @@ def _setup_panel(running: bool) -> None:
                                   "(e.g. a Tatoeba/Anki export)")
             _tsv_report()
             lo, hi = st.columns(2)
-            lo.number_input("Longest sentence (tokens)", 2, LIMITS.max_tokens, key="train_max_tokens",
-                            disabled=running)
-            hi.number_input("Rarest word kept (count)", 1, 100, key="train_min_freq", disabled=running)
+            lo.number_input("Longest sentence (pieces)", 2, LIMITS.max_tokens, key="train_max_tokens",
+                            disabled=running, help="Sentences are read as subword pieces; longer pairs are skipped")
+            hi.number_input("Rarest piece learnt (count)", 1, 100, key="train_min_freq", disabled=running,
+                            help="The subword vocabulary learns a piece only if it occurs this often")
     with model_col:
         st.markdown("**Model**")
         a, b = st.columns(2)
