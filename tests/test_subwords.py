@@ -177,3 +177,27 @@ def test_the_csv_export_says_which_word_each_piece_belongs_to(fra) -> None:
     summed = frame[frame["input_word"] == 5].groupby("output_word")["weight"].sum() \
         / frame[frame["input_word"] == 5].groupby("output_word")["step"].nunique()
     assert np.allclose(summed.to_numpy(), tr.word_weights()[:, 4], atol=1e-6)
+
+
+def test_extra_pairs_join_the_training_split_only(fra) -> None:
+    _, base, valid = fra
+    extra = [("input length", "longueur d'entrée"), ("variable", "variable")]
+    bundle, data, valid_extra = translation_setup(
+        FIXTURES / "eng-fra-good.tsv", "pieces", {"embed": 8, "hidden": 16, "attn_dim": 8, "dropout": 0.0},
+        src_lang="en", tgt_lang="fr", min_freq=1, valid_fraction=0.2, extra=extra, extra_repeat=3)
+    assert len(data._train) == len(base._train) + 3 * len(extra)
+    assert valid_extra == valid and len(data.validation()) == len(base.validation())
+    ids = bundle.prepare("input length").ids
+    assert sum(p.src == ids for p in data._train) == 3
+    with pytest.raises(ExplorerError, match="at least once"):
+        translation_setup(FIXTURES / "eng-fra-good.tsv", "pieces", {}, src_lang="en", tgt_lang="fr", extra=extra,
+                          extra_repeat=0)
+
+
+def test_the_shipped_glossaries_are_well_formed_pairs() -> None:
+    from explorer.corpus import load_tsv
+    root = Path(__file__).resolve().parents[1] / "data"
+    for name in ("glossary.en-fr.tsv", "glossary.en-zh.tsv"):
+        corpus = load_tsv(root / name)
+        assert len(corpus.pairs) >= 60 and not corpus.problems
+        assert "How can we use variable input lengths?" not in {s for s, _ in corpus.pairs}  # no test sentence
