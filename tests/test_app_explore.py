@@ -539,3 +539,17 @@ def test_a_link_from_another_page_opens_its_view(models_dir):
     at.button(key="explore_next").click()
     ok(at)
     assert state(at, "step") == 6  # the page's own URL updates are not read back as links
+
+
+def test_a_subword_model_shows_its_pieces_and_a_words_view(models_dir):
+    text = "How can we use variable input lengths?"
+    at = open_app(models_dir, model="tiny-fra", input=text)
+    assert not errors(at)
+    expected = explorer.trace.trace(checkpoint.load(f"{models_dir}/tiny-fra.safetensors"), text)
+    heatmap = figure(at, "explore_heatmap")
+    assert [label.split(":", 1)[1] for label in heatmap["data"][0]["x"]] == list(expected.source_tokens)
+    assert any("▁ marks a piece that begins a word" in c.value for c in at.caption)
+    assert any(e.label.startswith("Words view") for e in at.expander)
+    words = figure(at, "explore_words")
+    assert np.allclose(decode(words["data"][0]["z"]), expected.word_weights(), atol=1e-6)
+    assert words["data"][0]["x"][3] == "4:use"
