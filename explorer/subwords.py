@@ -150,18 +150,28 @@ def pieces_text(pieces: Sequence[str]) -> str:
 
 def word_starts(pieces: Sequence[str], chinese: bool = False) -> list[bool]:
     """Whether each piece begins a word: a metaspace mark begins one; in Chinese, where the text has no
-    spaces between words, every piece counts as its own word. Byte pieces continue the word they are in
+    spaces between words, every piece counts as its own word. Punctuation that ends a word ("car" ".") is a
+    word of its own, so a word's attention is not shared with a full stop. Byte pieces continue the word they are in
     (in Chinese a character's first byte begins a word: one character spelt as bytes is one word)."""
     starts = []
     for i, piece in enumerate(pieces):
+        following = pieces[i + 1] if i + 1 < len(pieces) else None
         if piece in SPECIALS:
             starts.append(True)
+        elif _is_punctuation(piece) and (following is None or following.startswith(MARK) or following in SPECIALS
+                                         or _is_punctuation(following)):
+            starts.append(True)  # "car" "." is a word and a full stop; "l" "'" "homme" stays one word
         elif piece in BYTE_PIECES:
             lead = int(piece[3:5], 16) & 0xC0 != 0x80
             starts.append(i == 0 or (chinese and lead))
         else:
             starts.append(i == 0 or chinese or piece.startswith(MARK))
     return starts
+
+
+def _is_punctuation(piece: str) -> bool:
+    text = piece.replace(MARK, "")
+    return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
 
 
 def word_groups(pieces: Sequence[str], chinese: bool = False) -> list[list[int]]:

@@ -63,7 +63,8 @@ def test_punctuation_is_a_piece_of_its_own(tok: SubwordTokenizer) -> None:
 
 
 def test_words_group_pieces_at_word_marks() -> None:
-    assert word_groups(["▁vari", "able", "▁in", "put", "?"]) == [[0, 1], [2, 3, 4]]
+    assert word_groups(["▁vari", "able", "▁in", "put", "?"]) == [[0, 1], [2, 3], [4]]
+    assert word_groups(["▁l", "'", "homme", "▁est", "-", "il", "▁", "?"]) == [[0, 1, 2], [3, 4, 5], [6], [7]]
     # Chinese text has no spaces: each piece is its own word, a character spelt as bytes is one word
     assert word_groups(["▁我们", "如何", "<0xE5>", "<0x8F>", "<0xAF>", "变"], chinese=True) == [[0], [1], [2, 3, 4], [5]]
 
@@ -140,7 +141,7 @@ def test_the_words_view_sums_pieces_and_averages_steps(fra) -> None:
             assert value == pytest.approx(tr.weights[np.ix_(list(out_group), list(src_group))].sum(axis=1).mean(),
                                           abs=1e-6)
     outputs, inputs = tr.word_labels()
-    assert inputs[3:7] == ["use", "variable", "input", "lengths?"]
+    assert inputs[3:8] == ["use", "variable", "input", "lengths", "?"]
     fig = fa.word_attention_heatmap(tr)
     assert np.allclose(np.asarray(fig.data[0].z, dtype=float), words)
     assert list(fig.data[0].x)[4] == "5:variable"
