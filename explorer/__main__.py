@@ -84,9 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--valid-fraction", type=float, default=0.05)
     t.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads per training process (default: the idle cores over the processes)")
-    t.add_argument("--processes", type=int, choices=(1, 2), default=None,
-                   help="training processes on the CPU: 2 splits each batch over two cores (default: 2 where "
-                        "this process may use two cores; 1 gives the single-process float sums)")
+    t.add_argument("--processes", type=int, default=None,
+                   help="training processes on this machine's CPU (torch.distributed, gloo): each takes a share of "
+                        "every batch (default: 2 where this process may use two cores; 1 gives the single-process "
+                        "float sums). Under torchrun, its --nproc-per-node and --nnodes set them instead")
     t.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="where to train (default auto: a CUDA GPU when torch sees one, else the CPU; "
                         "the EXPLORER_DEVICE environment variable sets what auto picks)")
@@ -164,22 +165,51 @@ def _device_notice(device: torch.device, quiet: bool) -> Callable[[object], None
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """One process, N processes on this machine (--processes), or one rank of a torchrun launch: the same
+    training in each (explorer/distributed.py); rank 0 alone prints progress and writes the checkpoint."""
+    import os
+
+    from . import distributed
+    from .devices import pick_device
+    from .recipes import auto_threads
+    device = pick_device(args.device)
+    idle = auto_threads()
+    if distributed.under_torchrun():
+        if args.processes not in (None, 1):
+            raise ExplorerError("under torchrun, its --nproc-per-node and --nnodes set the processes: "
+                                "leave out --processes")
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        world = distributed.from_environment(device)
+        try:
+            return _train_rank(args, world, args.threads or max(1, idle // local))
+        except RuntimeError as exc:  # a collective another rank never joined (DDP's all_reduce in backward)
+            if distributed.is_collective_failure(exc):
+                raise distributed.DistributedError(distributed.stopped_message(exc)) from exc
+            raise
+        finally:
+            distributed.leave()
+    processes = distributed.processes_wanted(args.processes if device.type == "cpu" else args.processes or 1)
+    if processes > 1 and device.type != "cpu":
+        raise ExplorerError("--processes is for the CPU: train on several GPUs with torchrun --nproc-per-node N")
+    threads = args.threads or max(1, idle // processes)
+    return distributed.run_ranks(processes, device, lambda world: _train_rank(args, world, threads))
+
+
+def _train_rank(args: argparse.Namespace, world, threads: int) -> int:
+    """Train as rank `world.rank` of `world.size`; rank 0 writes the checkpoint (atomically) and the summary."""
     import torch
 
     from . import checkpoint
-    from .devices import pick_device
-    from .parallel import processes_wanted
-    from .recipes import auto_threads, train_from_args
-    device = pick_device(args.device)
-    idle = auto_threads()
-    processes = processes_wanted(args.processes) if device.type == "cpu" else 1
-    torch.set_num_threads(args.threads or max(1, idle // processes))
-    bundle, result = train_from_args(args, on_eval=_progress_printer(args.quiet),
-                                     on_step=_device_notice(device, args.quiet), device=device,
-                                     processes=processes)
+    from .recipes import train_from_args
+    torch.set_num_threads(threads)
+    quiet = args.quiet or not world.leader
+    bundle, result = train_from_args(args, on_eval=_progress_printer(quiet), on_step=_device_notice(world.device, quiet),
+                                     device=world.device, world=world)
+    if not world.leader:
+        return 0
     path = checkpoint.save(bundle, args.out, half=args.half)
     m = result.metrics
-    print(json.dumps({"checkpoint": str(path), "device": device.type, "processes": result.processes,
+    print(json.dumps({"checkpoint": str(path), "device": world.device.type, "processes": result.processes,
                       "steps": result.steps, "examples": result.examples, "seconds": round(result.seconds, 2),
                       "stopped_because": result.reason, **m.to_dict()}))
     return 0

@@ -186,6 +186,9 @@ class _Watched:
     def validation(self) -> list[Pair]:
         return self.inner.validation()
 
+    def confirmation(self, n: int) -> list[Pair]:
+        return self.inner.confirmation(n)
+
     def probe_text(self) -> str:
         return self._probe or self.inner.probe_text()
 
