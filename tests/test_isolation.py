@@ -208,7 +208,7 @@ def test_two_sessions_training_at_once_see_only_their_own_models_and_progress(sh
     b.button(key="train_start").click()
     run(b)
     job_a, job_b = a.session_state["train_job"], b.session_state["train_job"]
-    assert job_a is not job_b and job_a._bundle is not job_b._bundle
+    assert job_a is not job_b and job_a.pid != job_b.pid
     reg = jobs.registry()
     assert reg.get("alice") is job_a and reg.get("bob") is job_b
     assert job_a.state == job_b.state == jobs.RUNNING and reg.running() == 2
@@ -253,7 +253,7 @@ def test_a_closed_tab_loses_its_job_and_the_jobs_memory_is_freed(shipped, own_se
         at.button(key="train_start").click()
         run(at)
     job = leaves.session_state["train_job"]
-    model_ref, job_ref = weakref.ref(job._bundle.model), weakref.ref(job)
+    model_ref, job_ref = weakref.ref(job.snapshot().model), weakref.ref(job)
     assert job.state == jobs.RUNNING and reg.running() == 2
 
     gone.add("leaves")  # the tab closes: its script never runs again

@@ -1,7 +1,7 @@
 """The Train page: set up a task (or a TSV) and a model, train it in the background, watch it learn.
 
-The page only lays out widgets and figures: the job (`explorer.jobs`) trains in its own thread and the
-page reads a copy of its progress on every rerun. While a job runs, a fragment refreshes the live
+The page only lays out widgets and figures: the job (`explorer.jobs`) trains in a process of its own and
+the page reads a copy of its progress on every rerun. While a job runs, a fragment refreshes the live
 panel every two seconds, so the rest of the app stays usable and the page can be left and revisited.
 Session state keys start with `train_`.
 """
@@ -155,7 +155,7 @@ def _start() -> None:
     ss.pop("train_error", None)
     try:
         old = current_job()
-        if old is not None and old.state == jobs.RUNNING:
+        if old is not None and old.state in (jobs.RUNNING, jobs.QUEUED):
             raise ExplorerError("a model is training: stop it first")
         model_options, cfg, epochs = _settings()
         models = common.session_models()
@@ -215,7 +215,7 @@ def render() -> None:
     job = current_job()
     if job is not None:
         registry().touch(_session_id())
-    running = job is not None and job.state == jobs.RUNNING
+    running = job is not None and job.state in (jobs.RUNNING, jobs.QUEUED)
     st.title("Train")
     st.caption("Train a model here, live, and watch its attention go from a uniform blur to a sharp "
                "alignment. Training runs in the background: other pages stay usable, and you can come back.")
@@ -233,8 +233,10 @@ def render() -> None:
     with st.expander("Upload a checkpoint"):
         _upload_panel()
     reg = registry()
-    st.caption(f"Trainings running on this server: {reg.running()} of {reg.max_running}. A training stops "
-               "when its browser tab has been closed for a while.")
+    waiting = reg.waiting()
+    st.caption(f"Trainings running on this server: {reg.running()} of {reg.max_running}"
+               f"{f', {waiting} waiting' if waiting else ''}. Each trains in a process of its own; a training "
+               "stops when its browser tab has been closed for a while.")
 
 
 def _setup_panel(running: bool) -> None:
@@ -346,7 +348,7 @@ def _live_panel() -> None:
         return
     registry().touch(_session_id())
     view = job.view()
-    if view.running:
+    if view.running or view.queued:
         ss["train_was_running"] = True
     elif ss.get("train_was_running"):
         ss["train_was_running"] = False
@@ -355,6 +357,13 @@ def _live_panel() -> None:
         st.rerun()  # the whole page: settings enabled again, continue/download shown
 
     st.subheader(f"Training {view.name}")
+    if view.queued:
+        top, stop = st.columns([6, 1], vertical_alignment="bottom")
+        top.info(f"Waiting for a free training slot: {_ordinal(view.queue_place)} in the queue. Every slot "
+                 "is busy with another training; this one starts as soon as one ends.", icon="⏳")
+        stop.button("Stop", key="train_stop", icon=":material/stop:", on_click=_stop, width="stretch",
+                    help="leave the queue")
+        return
     last = view.last_eval
     if view.running:
         text = (f"Step {view.step:,} of {view.run_end:,} · {_fmt_seconds(view.elapsed)} elapsed · "
@@ -399,6 +408,12 @@ def _live_panel() -> None:
                        "true source position. It rises as attention sharpens.")
 
 
+def _ordinal(place: int | None) -> str:
+    if place is None:
+        return "next"
+    return {1: "next", 2: "second"}.get(place, f"number {place}")
+
+
 def _scrubber(view: jobs.JobView, job_key: tuple) -> None:
     """Step through the probe's attention snapshots (while training, optionally following the newest)."""
     ss = st.session_state
@@ -438,7 +453,7 @@ def _model_panel(job: jobs.TrainingJob, running: bool) -> None:
         if a.button("Open in Explore", key="train_open_explore", icon=":material/search:", width="stretch"):
             _open_in_explore(job)
         with b:
-            st.download_button("Download checkpoint", icon=":material/download:", data=lambda: checkpoint.to_bytes(job.snapshot()),
+            st.download_button("Download checkpoint", icon=":material/download:", data=job.checkpoint_bytes,
                                file_name=f"{job.name}{checkpoint.SUFFIX}", mime="application/octet-stream",
                                key="train_download", on_click="ignore", width="stretch",
                                disabled=job.snapshot() is None,
