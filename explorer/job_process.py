@@ -38,9 +38,17 @@ class Recipe:
     max_tokens: int = 12
     min_freq: int = 1
     seed: int = 0
+    weights: bytes | None = None  # a toy-task model to train further (checkpoint bytes) instead of a fresh one
 
     def build(self):
-        """(bundle, data source): the same in every process, from the seed."""
+        """(bundle, data source): the same in every process, from the seed (or the given weights)."""
+        if self.weights is not None:
+            from . import checkpoint
+            from .tasks import make_task
+            bundle = checkpoint.from_bytes(self.weights, self.name, source="the job's model")
+            for p in bundle.model.parameters():
+                p.requires_grad_(True)
+            return bundle, make_task(bundle.task)
         if self.spec is not None:
             from .train import new_task_bundle
             bundle, task = new_task_bundle(self.spec, self.name, seed=self.seed, **self.model_options)

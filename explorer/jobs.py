@@ -555,6 +555,22 @@ def task_job(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Trai
     return TrainingJob(recipe, bundle, cfg, probe or task.examples()[0], probe=probe, publish=publish)
 
 
+def bundle_job(bundle: ModelBundle, cfg: TrainConfig, probe: str | None = None,
+               publish: Callable[[ModelBundle], None] | None = None) -> TrainingJob:
+    """A (not yet started) job training a toy-task model further (e.g. a private copy of a shipped one);
+    the process trains its own copy: the result is the job's snapshot, `bundle` stays as it is."""
+    import copy
+    from .train import task_config
+    if not any(p.requires_grad for p in bundle.model.parameters()):
+        raise ExplorerError(f"{bundle.name} is shared by every session and read-only: train a private copy")
+    if bundle.task is None:
+        raise ExplorerError(f"{bundle.name} is a translation model: train a new one from its TSV file")
+    recipe = job_process.Recipe(bundle.name, {}, spec=bundle.task, seed=cfg.seed, weights=checkpoint.to_bytes(bundle))
+    task = bundle.task_obj
+    return TrainingJob(recipe, copy.deepcopy(bundle), task_config(cfg, task), probe or task.examples()[0],
+                       probe=probe, publish=publish)
+
+
 def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: TrainConfig,
                     epochs: float | None = None, max_tokens: int = 24, min_freq: int = 2,
                     publish: Callable[[ModelBundle], None] | None = None,

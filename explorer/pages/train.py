@@ -187,7 +187,7 @@ def _stop() -> None:
     job = current_job()
     if job is not None:
         job.stop()
-        job.join(timeout=5)  # usually well under a second: the current step and a last evaluation
+        job.join(timeout=15)  # usually about a second: the current step, a last evaluation, the state sent back
 
 
 def _continue() -> None:
