@@ -300,8 +300,19 @@ def test_figures_export_as_self_contained_html_and_png_config(copy_trace):
     html = figure_html(fa.attention_heatmap(copy_trace, 0))
     assert html.lower().startswith("<!doctype html>")
     assert '<script src="http' not in html and len(html) > 1_000_000  # plotly.js inlined: works offline
+    assert "@font-face" not in html  # no Chinese in it: no font to carry
     config = plotly_config("step 3: α/weights")
     assert config["toImageButtonOptions"] == {"format": "png", "filename": "step-3--α-weights", "scale": 2}
+
+
+def test_an_exported_figure_with_chinese_carries_the_chinese_font():
+    """Exported HTML opens on machines without a CJK font: the served subset travels inline."""
+    import plotly.graph_objects as go
+    from explorer.figures.style import CJK_FAMILY, cjk_font_face
+    html = figure_html(styled(go.Figure(go.Bar(x=["我", "爱"], y=[1, 2]))))
+    assert cjk_font_face() and cjk_font_face() in html
+    assert f'"{CJK_FAMILY}"' in html.split("<body>")[0]  # declared in the head, before the chart draws
+    assert CJK_FAMILY in go.Figure().layout.template.layout.font.family  # every new figure names it
 
 
 def test_every_figure_has_projector_fonts(copy_trace):

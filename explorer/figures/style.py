@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import base64
+import functools
+import json
+import re
+from pathlib import Path
+
 import plotly.graph_objects as go
 import plotly.io as pio
 
 FONT_SIZE = 16
+# Latin in Streamlit's Source Sans, Chinese in the subset of Noto Sans CJK SC that the app serves
+# (static/fonts; .streamlit/config.toml declares it): Chinese renders on machines without a CJK font.
+CJK_FAMILY = "Explorer CJK"
+FONT_FAMILY = f'"Source Sans", "Source Sans Pro", "{CJK_FAMILY}", "Open Sans", Arial, sans-serif'
+CJK_FONT = Path(__file__).resolve().parents[2] / "static" / "fonts" / "explorer-cjk.woff2"
+_CJK_TEXT = re.compile(r"[\u2e80-\u2fdf\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 ATTENTION_SCALE = "Blues"
 DIVERGING_SCALE = "RdBu"
 ACCENT = "#d62728"
@@ -15,6 +27,7 @@ TEMPLATE = "plotly_white"
 # New figures start from the house template: plotly applies the default template without validating
 # it, whereas setting it on each figure costs ~25 ms (the Explore page draws a dozen figures per step).
 pio.templates.default = TEMPLATE
+pio.templates[TEMPLATE].layout.font.family = FONT_FAMILY
 
 
 def styled(fig: go.Figure, title: str | None = None, height: int | None = None) -> go.Figure:
@@ -22,7 +35,7 @@ def styled(fig: go.Figure, title: str | None = None, height: int | None = None) 
     if fig.layout.template.layout.plot_bgcolor != "white":  # made with another template
         fig.update_layout(template=TEMPLATE)
     set_layout(fig, title=None if title is None else {"text": title, "x": 0.0, "xanchor": "left"},
-               font={"size": FONT_SIZE}, margin={"l": 60, "r": 20, "t": 50 if title else 20, "b": 50},
+               font={"size": FONT_SIZE, "family": FONT_FAMILY}, margin={"l": 60, "r": 20, "t": 50 if title else 20, "b": 50},
                legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0},
                hoverlabel={"font": {"size": FONT_SIZE}}, **({} if height is None else {"height": height}))
     return fig
@@ -65,8 +78,22 @@ def plotly_config(filename: str, scale: int = 2) -> dict:
 
 
 def figure_html(fig: go.Figure) -> str:
-    """A self-contained HTML page of a figure (plotly.js inlined: works offline)."""
-    return fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    """A self-contained HTML page of a figure (plotly.js inlined: works offline); a figure with Chinese
+    text carries the app's Chinese font inline, so it renders on a machine without one."""
+    html = fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    text = json.dumps(json.loads(fig.to_json()), ensure_ascii=False)  # to_json escapes non-ASCII text
+    face = cjk_font_face() if _CJK_TEXT.search(text) else ""
+    return html.replace("<head>", f"<head><style>{face}</style>", 1) if face else html
+
+
+@functools.lru_cache(maxsize=1)
+def cjk_font_face() -> str:
+    """A CSS @font-face rule with the served Chinese font as a data: URL ("" where it is not installed)."""
+    if not CJK_FONT.is_file():
+        return ""
+    data = base64.b64encode(CJK_FONT.read_bytes()).decode("ascii")
+    return (f'@font-face {{font-family: "{CJK_FAMILY}"; font-weight: 400; font-style: normal; '
+            f'src: url(data:font/woff2;base64,{data}) format("woff2");}}')
 
 
 def symmetric_range(*arrays) -> float:

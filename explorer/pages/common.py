@@ -70,9 +70,9 @@ def cached(key: tuple, compute):
 def show_problem(exc: Exception) -> None:
     """Bad input becomes a message, never a traceback."""
     if isinstance(exc, ExplorerError):
-        st.error(str(exc), icon="⚠️")
+        st.error(str(exc), icon=":material/warning:")
     else:
-        st.error(f"Something went wrong: {type(exc).__name__}: {exc}", icon="🛑")
+        st.error(f"Something went wrong: {type(exc).__name__}: {exc}", icon=":material/error:")
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)

@@ -229,7 +229,7 @@ def side_by_side_section(names: list[str]) -> None:
     mid.number_input("Length", 1, 64, 25, key="compare_length")
     right.button("Random input", key="compare_random", on_click=_set_random_input)
     if "compare_random_error" in st.session_state:
-        st.error(st.session_state.pop("compare_random_error"), icon="⚠️")
+        st.error(st.session_state.pop("compare_random_error"), icon=":material/warning:")
     col_a, col_b = st.columns(2)
     breakdowns = {}
     with col_a:

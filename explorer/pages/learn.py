@@ -249,13 +249,13 @@ def section_sharing(t: dict, lang: str) -> None:
     st.dataframe(table, hide_index=True, key="learn_share_table")
     if runs[1].weights_for is not None:
         st.error(t["s3_unshared_missing"].format(limit=runs[1].weights_for, m=runs[1].length,
-                                                 next=runs[1].weights_for + 1, error=runs[1].error), icon="⚠️")
+                                                 next=runs[1].weights_for + 1, error=runs[1].error), icon=":material/warning:")
     elif runs[1].error:
-        st.error(t["s3_unshared_error"].format(error=runs[1].error), icon="⚠️")
+        st.error(t["s3_unshared_error"].format(error=runs[1].error), icon=":material/warning:")
     if runs[0].error is None:
         st.info(t["s3_shared_ok"].format(m=runs[0].length))
     else:
-        st.error(runs[0].error, icon="⚠️")
+        st.error(runs[0].error, icon=":material/warning:")
     per = lessons.encoder_parameters(unshared) // unshared.model.cfg.max_src_len
     st.caption(t["s3_counts"].format(shared=lessons.encoder_parameters(shared),
                                      unshared=lessons.encoder_parameters(unshared), hi=hi, per=per))

@@ -220,7 +220,7 @@ def render() -> None:
     st.caption("Train a model here, live, and watch its attention go from a uniform blur to a sharp "
                "alignment. Training runs in the background: other pages stay usable, and you can come back.")
     if "train_error" in st.session_state:
-        st.error(st.session_state["train_error"], icon="⚠️")
+        st.error(st.session_state["train_error"], icon=":material/warning:")
 
     with st.expander("Set up a training run", expanded=job is None):
         _setup_panel(running)
@@ -330,14 +330,14 @@ def _tsv_report() -> None:
         corpus = common.cached(("train_tsv", upload.file_id),
                                lambda: load_tsv_bytes(upload.getvalue(), upload.name, LIMITS.max_tsv_bytes))
     except ExplorerError as exc:
-        st.error(f"This file cannot be used: {exc}", icon="⚠️")
+        st.error(f"This file cannot be used: {exc}", icon=":material/warning:")
         return
     skipped = len(corpus.problems) + corpus.problems_omitted
-    st.success(f"{len(corpus.pairs):,} sentence pairs", icon="✅")
+    st.success(f"{len(corpus.pairs):,} sentence pairs", icon=":material/check_circle:")
     if skipped:
         lines = "\n".join(f"- line {p.line}: {p.reason}" for p in corpus.problems[:5])
         more = f"\n- … and {skipped - 5:,} more" if skipped > 5 else ""
-        st.warning(f"{skipped:,} line{'s' if skipped != 1 else ''} skipped:\n{lines}{more}", icon="⚠️")
+        st.warning(f"{skipped:,} line{'s' if skipped != 1 else ''} skipped:\n{lines}{more}", icon=":material/warning:")
 
 
 def _live_panel() -> None:
@@ -379,7 +379,7 @@ def _live_panel() -> None:
         stop.button("Stop", key="train_stop", icon=":material/stop:", on_click=_stop, width="stretch",
                     help="stop now and keep the model as it is")
     if view.state == jobs.FAILED:
-        st.error(f"Training failed: {view.message}", icon="🛑")
+        st.error(f"Training failed: {view.message}", icon=":material/error:")
 
     m = st.columns(4)
     m[0].metric("Training loss", f"{view.steps[-1].loss:.4f}" if view.steps else "–")
@@ -499,4 +499,4 @@ def _upload_panel() -> None:
         except ExplorerError as exc:
             done[upload.file_id] = ("error", f"This file was refused: {exc}")
     kind, message = done[upload.file_id]
-    (st.success if kind == "ok" else st.error)(message, icon="✅" if kind == "ok" else "⚠️")
+    (st.success if kind == "ok" else st.error)(message, icon=":material/check_circle:" if kind == "ok" else ":material/warning:")
