@@ -12,7 +12,7 @@ from typing import Callable  # noqa: E402
 
 import streamlit as st  # noqa: E402
 
-from explorer.pages import warmup  # noqa: E402
+from explorer.pages import presenter, warmup  # noqa: E402
 from explorer.pages.addresses import explore_alias, explore_page  # noqa: E402
 
 st.set_page_config(page_title="Attention Explorer", page_icon=":material/search:", layout="wide")
@@ -37,6 +37,7 @@ navigation = st.navigation([
 ], position="top")  # the pages' links in a bar above them: a sidebar took 320 of a 1024-pixel projector's width
 holder = warmup.start()
 try:
+    presenter.switch()
     navigation.run()
 finally:
     warmup.finish(holder)

@@ -116,3 +116,34 @@ def empty_figure(text: str, title: str | None = None, height: int = 240) -> go.F
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return styled(fig, title, height=height)
+
+
+PRESENTER_FONT_SIZE = 20
+PRESENTER_MIN_SIZE = 16
+
+
+def presented(fig: go.Figure) -> go.Figure:
+    """A copy of a figure for a projector: every font at least PRESENTER_MIN_SIZE px, the base font
+    PRESENTER_FONT_SIZE, the rest scaled by the same factor (the original, maybe cached, is untouched)."""
+    scale = PRESENTER_FONT_SIZE / FONT_SIZE
+    spec = fig.to_plotly_json()
+    _scale_fonts(spec.get("layout", {}), scale)
+    for trace in spec.get("data", []):
+        _scale_fonts(trace, scale)
+    font = spec.setdefault("layout", {}).setdefault("font", {})
+    font["size"] = max(font.get("size", 0), PRESENTER_FONT_SIZE)
+    return go.Figure(spec, skip_invalid=False)
+
+
+def _scale_fonts(node, scale: float, in_font: bool = False) -> None:
+    """Scale every `size` inside a font-like dict (font, tickfont, textfont, title.font, ...) in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            fontish = key.endswith("font")
+            if in_font and key == "size" and isinstance(value, (int, float)):
+                node[key] = max(value * scale, PRESENTER_MIN_SIZE)
+            elif isinstance(value, (dict, list)):
+                _scale_fonts(value, scale, fontish)
+    elif isinstance(node, list):
+        for item in node:
+            _scale_fonts(item, scale, in_font)

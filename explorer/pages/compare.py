@@ -89,7 +89,7 @@ def curve_section(names: list[str]) -> None:
         cold += time.perf_counter() - started
     if not curves:
         return
-    st.plotly_chart(accuracy_by_length_figure(curves, metric), key="compare_fig_curve", config=plotly_config("curve"))
+    common.chart(st, accuracy_by_length_figure(curves, metric), key="compare_fig_curve", config=plotly_config("curve"))
     computed = sum(c.seconds for c in curves)
     st.caption(f"Computed once in {computed:.1f} s (this view: {cold:.2f} s). Each point is "
                f"`{comparison.eval_command(curves[0].model, 20)}` with its length in place of 20 "
@@ -200,7 +200,7 @@ def _model_column(name: str, source: str, side: str) -> dict | None:
         score = tr.alignment_accuracy()
         if score is not None:
             st.caption(f"Attention on the true position at {100 * score:.0f}% of the steps.")
-        st.plotly_chart(attention_heatmap(tr), key=f"compare_fig_attention_{side}",
+        common.chart(st, attention_heatmap(tr), key=f"compare_fig_attention_{side}",
                         config=plotly_config(f"attention_{name}"))
     else:
         st.info(f"No attention: the decoder saw only the context vector s₀ ({tr.initial_state.size} numbers) "
@@ -241,7 +241,7 @@ def side_by_side_section(names: list[str]) -> None:
         if part:
             breakdowns[f"{name_b} " if name_b in breakdowns else name_b] = part
     if breakdowns:
-        st.plotly_chart(parameter_figure(breakdowns, "Parameters by part"), key="compare_fig_parameters",
+        common.chart(st, parameter_figure(breakdowns, "Parameters by part"), key="compare_fig_parameters",
                         config=plotly_config("parameters"))
         frame = pd.DataFrame(breakdowns).T[["encoder", "decoder", "attention", "output", "total"]]
         st.dataframe(frame, key="compare_parameter_table")

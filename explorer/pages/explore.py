@@ -303,7 +303,7 @@ def _chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
     if callable(fig):
         fig = _figure(cache[0], name, cache[1], fig) if cache is not None else fig()
     # theme=None: our projector-sized fonts, not Streamlit's chart theme.
-    event = st.plotly_chart(fig, key=key, config=plotly_config(name), theme=None, **kwargs)
+    event = common.chart(st, fig, key=key, config=plotly_config(name), **kwargs)
     st.download_button("HTML", icon=":material/download:", data=lambda: figure_html(fig), file_name=f"{name}.html",
                        mime="text/html", key=key + "_html", on_click="ignore", type="tertiary",
                        help="Download this figure as an interactive HTML page (PNG: the camera icon on the chart)")
@@ -531,32 +531,11 @@ def _draw_step_panel(request: views.Request, cell: str, attn_dim: int) -> None:
     t = int(_state("step"))
 
     st.subheader("Step through decoding")
-    bar = st.columns([2, 2, 2, 5, 4], vertical_alignment="center")  # room for an icon and "Pause" at 1300 px
-    bar[0].button("Prev", icon=":material/skip_previous:", key=K + "prev", on_click=_step_by, args=(-1, T),
-                  disabled=t <= 1, width="stretch")
-    if _state("playing"):
-        bar[1].button("Pause", icon=":material/pause:", key=K + "pause", on_click=_stop_playing, width="stretch")
-    elif bar[1].button("Play", icon=":material/play_arrow:", key=K + "play", width="stretch", disabled=T <= 1,
-                       help=f"Advance one step every {PLAY_SECONDS:g} s"):
-        if t >= T:
-            _set("step", 1)
-        _set("playing", True)
-        st.rerun()  # a full run starts the fragment's timer
-    bar[2].button("Next", icon=":material/skip_next:", icon_position="right", key=K + "next", on_click=_step_by,
-                  args=(1, T), disabled=t >= T, width="stretch")
-    if T > 1:
-        version = int(_state("slider_version", 0))
-        if _state(f"t{version}") != t:  # the step moved without the slider: a fresh slider showing it
-            version += 1
-            _set("slider_version", version)
-            _set(f"t{version}", t)
-        bar[3].slider("Step t", 1, T, key=f"{K}t{version}", on_change=_on_slider, args=(version,),
-                      disabled=bool(_state("playing")))
-    else:
-        bar[3].markdown("Step **t = 1** (the only step)")
+    _step_bar(t, T)
     step = t - 1
     facts = views.step_summary(tr, step)
-    bar[4].markdown(f"#### t = {step + 1} of {T}: **{_tok(facts['previous'])}** → **{_tok(facts['chosen'])}**")
+    # its own row, never beside the controls: at 1024 px the chosen token wrapped onto a line alone
+    st.markdown(f"#### t = {step + 1} of {T}: **{_tok(facts['previous'])}** → **{_tok(facts['chosen'])}**")
     _sync_url(request, step + 1)
 
     wide = tr.has_attention and len(tr.source_tokens) > 14  # a long input gets the full width
@@ -589,9 +568,42 @@ def _draw_step_panel(request: views.Request, cell: str, attn_dim: int) -> None:
     _hidden_tabs(request, tr, step)
     panel_ms = (time.perf_counter() - started) * 1000
     _set("panel_ms", panel_ms)
-    st.caption(f"Step panel drawn in {_format_seconds(panel_ms)} · decoding "
-               f"{_format_seconds(_state('compute_ms', 0.0))} (once per input, then cached)",
-               help="Server-side timings: changing the step reruns only this panel and never re-decodes")
+    st.container(key=K + "panel_timing").caption(
+        f"Step panel drawn in {_format_seconds(panel_ms)} · decoding "
+        f"{_format_seconds(_state('compute_ms', 0.0))} (once per input, then cached)",
+        help="Server-side timings: changing the step reruns only this panel and never re-decodes")
+
+
+def _step_bar(t: int, T: int) -> None:
+    """First, previous, play/pause, next, last and the step slider (presenter mode: Home, ←, space, →, End)."""
+    bar = st.columns([1.3, 2.2, 2.2, 2.2, 1.3, 6], vertical_alignment="center")
+    bar[0].button(":material/first_page:", key=K + "first", on_click=_step_by, args=(1 - t, T), disabled=t <= 1,
+                  width="stretch", help="First step (Home in presenter mode)")
+    bar[1].button("Prev", icon=":material/skip_previous:", key=K + "prev", on_click=_step_by, args=(-1, T),
+                  disabled=t <= 1, width="stretch", help="Previous step (← in presenter mode)")
+    if _state("playing"):
+        bar[2].button("Pause", icon=":material/pause:", key=K + "pause", on_click=_stop_playing, width="stretch",
+                      help="Space in presenter mode")
+    elif bar[2].button("Play", icon=":material/play_arrow:", key=K + "play", width="stretch", disabled=T <= 1,
+                       help=f"Advance one step every {PLAY_SECONDS:g} s (space in presenter mode)"):
+        if t >= T:
+            _set("step", 1)
+        _set("playing", True)
+        st.rerun()  # a full run starts the fragment's timer
+    bar[3].button("Next", icon=":material/skip_next:", icon_position="right", key=K + "next", on_click=_step_by,
+                  args=(1, T), disabled=t >= T, width="stretch", help="Next step (→ in presenter mode)")
+    bar[4].button(":material/last_page:", key=K + "last", on_click=_step_by, args=(T - t, T), disabled=t >= T,
+                  width="stretch", help="Last step (End in presenter mode)")
+    if T > 1:
+        version = int(_state("slider_version", 0))
+        if _state(f"t{version}") != t:  # the step moved without the slider: a fresh slider showing it
+            version += 1
+            _set("slider_version", version)
+            _set(f"t{version}", t)
+        bar[5].slider("Step t", 1, T, key=f"{K}t{version}", on_change=_on_slider, args=(version,),
+                      disabled=bool(_state("playing")))
+    else:
+        bar[5].markdown("Step **t = 1** (the only step)")
 
 
 def _words_view(request: views.Request, tr: Trace) -> None:

@@ -150,9 +150,9 @@ def section_sampling(t: dict, lang: str) -> None:
                                        err2=s2.max_error, ratio=s.max_error / max(s2.max_error, 1e-12)))
     ns = sorted(set(SAMPLING_NS) | {n})
     a, b = st.columns([3, 2])
-    a.plotly_chart(lfig.sampling_figure(s, t["s1_f"], t["s1_steps"], t["s1_worst"], t["s1_time"]),
+    common.chart(a, lfig.sampling_figure(s, t["s1_f"], t["s1_steps"], t["s1_worst"], t["s1_time"]),
                    key="learn_fig_sampling", config=plotly_config("sampling"))
-    b.plotly_chart(lfig.sampling_error_figure(ns, lessons.max_errors(ns, signal), n, t["s1_error_x"],
+    common.chart(b, lfig.sampling_error_figure(ns, lessons.max_errors(ns, signal), n, t["s1_error_x"],
                                               t["s1_error_y"]),
                    key="learn_fig_sampling_error", config=plotly_config("sampling_error"))
     st.caption(t["s1_tokens"].format(text=PREFERRED_INPUT, m=len(PREFERRED_INPUT)))
@@ -198,7 +198,7 @@ def section_rnn(t: dict, lang: str) -> None:
         st.markdown(t["s2_numbers_gru"].format(t=u.t, token=u.token, r=u.parts["r"][0], z=u.parts["z"][0],
                                                n=u.parts["n"][0], h=u.h[0]))
     last = list(rows)[-1]
-    st.plotly_chart(lfig.vectors_figure(rows, highlight=last, x_title=t["s2_component"], max_abs=1.0),
+    common.chart(st, lfig.vectors_figure(rows, highlight=last, x_title=t["s2_component"], max_abs=1.0),
                     key="learn_fig_rnn", config=plotly_config("rnn"))
     if k < unit.hidden or len(u.x) > k:
         st.caption(t["s2_shown"].format(k=k, H=unit.hidden))
@@ -229,7 +229,7 @@ def section_sharing(t: dict, lang: str) -> None:
     m = c.slider(t["s3_length"], 1, 64, 30, key="learn_share_length")
     growth = lessons.parameter_growth(int(E), int(H), range(1, 65))
     st.markdown(t["s3_numbers"].format(E=E, H=H, m=m, shared=growth.shared[m - 1], unshared=growth.unshared[m - 1]))
-    st.plotly_chart(lfig.parameter_growth_figure(growth, t["s3_shared"], t["s3_unshared"], t["s3_x"], t["s3_y"],
+    common.chart(st, lfig.parameter_growth_figure(growth, t["s3_shared"], t["s3_unshared"], t["s3_x"], t["s3_y"],
                                                  mark=m), key="learn_fig_growth", config=plotly_config("growth"))
     lo, hi = lessons.LESSON_TASK_LENGTHS
     st.markdown(t["s3_real"].format(lo=lo, hi=hi))
@@ -285,11 +285,11 @@ def section_encoder_decoder(t: dict, lang: str) -> None:
     ctx = lessons.context_vector(bundle, tr)
     rows = {f"h<sub>{i + 1}</sub> {tok}": tr.encoder_states[i] for i, tok in enumerate(tr.source_tokens)}
     st.markdown(f"**{t['s4_states']}**")
-    st.plotly_chart(lfig.vectors_figure(rows, highlight=None if ctx.bidirectional else list(rows)[-1],
+    common.chart(st, lfig.vectors_figure(rows, highlight=None if ctx.bidirectional else list(rows)[-1],
                                         x_title=t["s2_component"]),
                     key="learn_fig_states", config=plotly_config("encoder_states"))
     st.markdown(f"**{t['s4_s0'].format(n=ctx.numbers)}**")
-    st.plotly_chart(lfig.vectors_figure({"s<sub>0</sub>": ctx.s0}, x_title=t["s2_component"]),
+    common.chart(st, lfig.vectors_figure({"s<sub>0</sub>": ctx.s0}, x_title=t["s2_component"]),
                     key="learn_fig_s0", config=plotly_config("s0"))
     st.subheader(t["s4_chain"])
     step = _step_slider(t["output_step"], "learn_ed_step", tr.steps, default=tr.steps)
@@ -306,7 +306,7 @@ def section_encoder_decoder(t: dict, lang: str) -> None:
     left, right = st.columns([1, 1])
     left.dataframe(frame, hide_index=True, key="learn_chain",
                    column_config={t["col_p"]: st.column_config.NumberColumn(format="%.4f")})
-    right.plotly_chart(lfig.output_distribution_figure(tr, step, t["s4_dist_x"], t["s4_dist_y"]),
+    common.chart(right, lfig.output_distribution_figure(tr, step, t["s4_dist_x"], t["s4_dist_y"]),
                        key="learn_fig_dist", config=plotly_config("output_distribution"))
     right.caption(t["s4_dist"])
     st.markdown(_verdict(t, bundle, tr))
@@ -334,7 +334,7 @@ def section_bottleneck(t: dict, lang: str) -> None:
     lo, hi = curves[0].trained or ("?", "?")
     st.markdown(t["s5_text"].format(lo=lo, hi=hi, samples=comparison.CURVE_SAMPLES))
     st.latex(r"\boldsymbol c = \boldsymbol h_m \in \mathbb{R}^{H}" + t["s5_latex"])
-    st.plotly_chart(accuracy_by_length_figure(curves, "exact_match", x_title=t["s5_x"], y_title=t["s5_y"],
+    common.chart(st, accuracy_by_length_figure(curves, "exact_match", x_title=t["s5_x"], y_title=t["s5_y"],
                                               trained_label=t["s5_trained"]),
                     key="learn_fig_bottleneck", config=plotly_config("bottleneck"))
     marks = [m for m in BOTTLENECK_MARKS if all(c.at(m) for c in curves)]
@@ -408,9 +408,9 @@ def section_attention(t: dict, lang: str) -> None:
     score = t["s6_score_check"].format(e=lk.score_check) if lk.score_check is not None else ""
     st.caption(t["s6_check"].format(ctx=lk.context_check, score=score, total=sum(r.weight for r in lk.records)))
     left, right = st.columns([2, 3])
-    left.plotly_chart(lfig.lookup_figure(lk, t["s6_weights_y"], t["s6_weights_x"], t["s6_truth"]),
+    common.chart(left, lfig.lookup_figure(lk, t["s6_weights_y"], t["s6_weights_x"], t["s6_truth"]),
                       key="learn_fig_lookup", config=plotly_config("lookup"))
-    right.plotly_chart(lfig.attention_figure(tr, step - 1, t["s6_heat_x"], t["s6_heat_y"], t["s6_truth"]),
+    common.chart(right, lfig.attention_figure(tr, step - 1, t["s6_heat_x"], t["s6_heat_y"], t["s6_truth"]),
                        key="learn_fig_heatmap", config=plotly_config("attention"))
     if name != LESSON_RNN:
         common.explore_link(t["s6_explore"], name, source, step)

@@ -392,9 +392,9 @@ def _live_panel() -> None:
     job_key = (job.name, job.created)
     n_evals = len(view.evals)
     left, right = st.columns(2)
-    left.plotly_chart(_figure(("loss", job_key, len(view.steps), n_evals), lambda: loss_figure(view.steps, view.evals)),
+    common.chart(left, _figure(("loss", job_key, len(view.steps), n_evals), lambda: loss_figure(view.steps, view.evals)),
                       key="train_loss_chart", width="stretch")
-    right.plotly_chart(_figure(("accuracy", job_key, n_evals, view.target_accuracy),
+    common.chart(right, _figure(("accuracy", job_key, n_evals, view.target_accuracy),
                                lambda: accuracy_figure(view.evals, view.target_accuracy)),
                        key="train_accuracy_chart", width="stretch")
     left, right = st.columns(2)
@@ -402,7 +402,7 @@ def _live_panel() -> None:
         _scrubber(view, job_key)
     with right:
         if any(r.valid_alignment is not None for r in view.evals):
-            st.plotly_chart(_figure(("alignment", job_key, n_evals), lambda: alignment_figure(view.evals)),
+            common.chart(st, _figure(("alignment", job_key, n_evals), lambda: alignment_figure(view.evals)),
                             key="train_alignment_chart", width="stretch")
             st.caption("Alignment accuracy: the share of output steps whose strongest attention weight is on a "
                        "true source position. It rises as attention sharpens.")
@@ -439,7 +439,7 @@ def _scrubber(view: jobs.JobView, job_key: tuple) -> None:
         return
     title = f"Probe at step {frame.step:,}"
     figure = _figure(("probe", job_key, frame.step, id(trace)), lambda: attention_heatmap(trace, title=title))
-    st.plotly_chart(figure, key="train_probe_chart", width="stretch")
+    common.chart(st, figure, key="train_probe_chart", width="stretch")
 
 
 def _model_panel(job: jobs.TrainingJob, running: bool) -> None:
