@@ -18,8 +18,17 @@ CJK_FAMILY = "Explorer CJK"
 FONT_FAMILY = f'"Source Sans", "Source Sans Pro", "{CJK_FAMILY}", "Open Sans", Arial, sans-serif'
 CJK_FONT = Path(__file__).resolve().parents[2] / "static" / "fonts" / "explorer-cjk.woff2"
 _CJK_TEXT = re.compile(r"[\u2e80-\u2fdf\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+# One colour language on every page (every figure takes its colours from here):
+# - attention is blue: weights α on the "Blues" scale, a single weight or attention bar ATTENTION_COLOUR;
+# - signed numbers (states, vectors, scores) on "RdBu" centred on 0: negative red, positive BLUE;
+# - "true" (the task's true alignment, a correct answer) is green;
+# - the current step / the chosen token / a warning line is the red ACCENT.
 ATTENTION_SCALE = "Blues"
+ATTENTION_COLOUR = "#2171b5"  # the "Blues" scale at about 0.8
 DIVERGING_SCALE = "RdBu"
+NEUTRAL = "#8aa9c9"  # not chosen, not attended: a pale blue-grey
+SERIES = "#444444"  # a plain data series that means none of these (a signal, a parameter count)
+HIGHLIGHT = "#ff7f0e"  # a measured extreme pointed out in a lesson (the largest error)
 ACCENT = "#d62728"
 TRUTH = "#2ca02c"
 TEMPLATE = "plotly_white"

@@ -326,13 +326,16 @@ def section_bottleneck(t: dict, lang: str) -> None:
     names = _bottleneck_names()
     kinds = {common.get_model(n).model.cfg.attention for n in names}
     if "none" not in kinds or len(kinds) < 2:
-        st.markdown(t["s5_text"].format(lo="…", hi="…", samples=comparison.CURVE_SAMPLES))
+        st.markdown(t["s5_text"].format(lo="…", hi="…", hidden="…", params="…", samples=comparison.CURVE_SAMPLES))
         st.info(t["s5_none"])
         return
     with st.spinner():
         curves = [common.accuracy_curve(n) for n in names]
     lo, hi = curves[0].trained or ("?", "?")
-    st.markdown(t["s5_text"].format(lo=lo, hi=hi, samples=comparison.CURVE_SAMPLES))
+    bundles = [common.get_model(n) for n in names]
+    hidden = "/".join(sorted({str(b.model.cfg.hidden) for b in bundles}))
+    params = ", ".join(f"{n} {b.parameter_count:,}" for n, b in zip(names, bundles))  # computed, never claimed
+    st.markdown(t["s5_text"].format(lo=lo, hi=hi, hidden=hidden, params=params, samples=comparison.CURVE_SAMPLES))
     st.latex(r"\boldsymbol c = \boldsymbol h_m \in \mathbb{R}^{H}" + t["s5_latex"])
     common.chart(st, accuracy_by_length_figure(curves, "exact_match", x_title=t["s5_x"], y_title=t["s5_y"],
                                               trained_label=t["s5_trained"]),
@@ -420,23 +423,66 @@ SECTIONS = (section_sampling, section_rnn, section_sharing, section_encoder_deco
             section_attention)
 
 
+def _apply_section_url() -> None:
+    """The section from the address (`?section=N`): on the first run, and when a link names another one."""
+    wanted = st.query_params.get("section")
+    if wanted is None or wanted == st.session_state.get("learn_section_synced"):
+        return
+    st.session_state["learn_section_synced"] = wanted
+    try:
+        st.session_state["learn_section"] = min(max(int(wanted), 1), len(SECTIONS))
+    except ValueError:
+        st.warning(f"The link's section {wanted!r} is not a number from 1 to {len(SECTIONS)}; showing section 1.",
+                   icon=":material/link_off:")
+
+
+def _go(section: int) -> None:
+    st.session_state["learn_section"] = min(max(section, 1), len(SECTIONS))
+
+
+def _tour_bar(t: dict, section: int, where: str) -> None:
+    """Previous / next (← → in presenter mode) and the sections by number, to jump."""
+    n = len(SECTIONS)
+    bar = st.columns([2, 6, 2], vertical_alignment="center")
+    suffix = "" if where == "top" else "_" + where
+    bar[0].button(t["tour_prev"], icon=":material/arrow_back:", key="learn_prev" + suffix, on_click=_go,
+                  args=(section - 1,), disabled=section <= 1, width="stretch")
+    bar[2].button(t["tour_next"], icon=":material/arrow_forward:", icon_position="right", key="learn_next" + suffix,
+                  on_click=_go, args=(section + 1,), disabled=section >= n, width="stretch")
+    if where == "top":
+        bar[1].progress(section / n, text=t["tour_where"].format(k=section, n=n))
+        # hidden targets for Home/End in presenter mode
+        with st.container(key="learn_tour_ends", horizontal=True):
+            st.button(t["tour_first"], key="learn_first", on_click=_go, args=(1,), disabled=section <= 1,
+                      type="tertiary", icon=":material/first_page:")
+            st.button(t["tour_last"], key="learn_last", on_click=_go, args=(n,), disabled=section >= n,
+                      type="tertiary", icon=":material/last_page:")
+
+
 def render() -> None:
     lang = st.segmented_control("Language / 语言", list(LANGUAGES), default="en", required=True,
                                 format_func=LANGUAGES.get, key="learn_lang")
     lang = lang or "en"
     t = text(lang)
+    _apply_section_url()
+    section = int(st.session_state.setdefault("learn_section", 1))
+    st.query_params["section"] = str(section)
+    st.session_state["learn_section_synced"] = str(section)
     st.title(t["title"])
-    st.markdown(t["intro"])
+    if section == 1:
+        st.markdown(t["intro"])
     if "learn_lessons_ready" not in st.session_state:
         with st.spinner(t["training_lessons"]):
             _lesson_pair()
         st.session_state["learn_lessons_ready"] = True
-    for section in SECTIONS:
+    _tour_bar(t, section, "top")
+    try:
+        SECTIONS[section - 1](t, lang)
+    except ExplorerError as exc:
+        common.show_problem(exc)
+    if section == len(SECTIONS):
         st.divider()
-        try:
-            section(t, lang)
-        except ExplorerError as exc:
-            common.show_problem(exc)
+        st.markdown(t["summary"])
     st.divider()
-    st.markdown(t["summary"])
+    _tour_bar(t, section, "bottom")
     st.session_state["learn_rendered_lang"] = lang
