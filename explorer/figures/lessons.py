@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from ..lessons import Lookup, ParameterGrowth, Sampling
 from ..trace import Trace
 from .attention import attention_heatmap
-from .style import ACCENT, ATTENTION_COLOUR, HIGHLIGHT, SERIES, ATTENTION_SCALE, DIVERGING_SCALE, TRUTH, styled, token_labels
+from .style import ACCENT, ATTENTION_COLOUR, HIGHLIGHT, SERIES, legend_below, ATTENTION_SCALE, DIVERGING_SCALE, TRUTH, styled, token_labels
 
 
 def sampling_figure(s: Sampling, f_label: str = "f(t)", steps_label: str = "sampled sequence A_i",
@@ -146,7 +146,7 @@ def lookup_figure(lk: Lookup, y_title: str = "weight α_ti", x_title: str = "rec
                              name=truth_label))
     fig.update_xaxes(type="category", title=x_title)
     fig.update_yaxes(title=y_title, range=[0, 1.05])
-    fig = styled(fig, title, height=320)
+    fig = legend_below(styled(fig, title, height=360))
     fig.update_layout(showlegend=any(r.truth for r in lk.records), bargap=0.15)
     return fig
 

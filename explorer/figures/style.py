@@ -43,11 +43,20 @@ def styled(fig: go.Figure, title: str | None = None, height: int | None = None) 
     """Apply the house style in place and return the figure."""
     if fig.layout.template.layout.plot_bgcolor != "white":  # made with another template
         fig.update_layout(template=TEMPLATE)
-    set_layout(fig, title=None if title is None else {"text": title, "x": 0.0, "xanchor": "left"},
-               font={"size": FONT_SIZE, "family": FONT_FAMILY}, margin={"l": 60, "r": 20, "t": 50 if title else 20, "b": 50},
-               legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0},
+    # A title at the very top and room under it for a one-row legend: they never overlap.
+    set_layout(fig, title=None if title is None else {"text": title, "x": 0.0, "xanchor": "left", "yref": "container",
+                                                      "y": 1.0, "yanchor": "top", "pad": {"t": 8}},
+               font={"size": FONT_SIZE, "family": FONT_FAMILY}, margin={"l": 60, "r": 20, "t": 84 if title else 20, "b": 50},
+               legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0.0},  # left: the modebar shows top right
                hoverlabel={"font": {"size": FONT_SIZE}}, **({} if height is None else {"height": height}))
     return fig
+
+
+def legend_below(fig: go.Figure, room: int = 40) -> go.Figure:
+    """The legend under the figure (for a narrow chart whose legend would reach the toolbar top right)."""
+    bottom = (fig.layout.margin.b or 50) + room
+    return set_layout(fig, legend={"yref": "container", "y": 0.0, "yanchor": "bottom", "x": 0.0, "xanchor": "left"},
+                      margin={"b": bottom})
 
 
 def set_layout(fig: go.Figure, **props) -> go.Figure:

@@ -18,7 +18,7 @@ from explorer.errors import ExplorerError
 from explorer.figures import lessons as lfig
 from explorer.figures.compare import accuracy_by_length_figure
 from explorer.figures.style import plotly_config
-from explorer.pages import common
+from explorer.pages import common, presenter
 from explorer.pages.learn_text import LANGUAGES, text
 
 LESSON_RNN = "lesson-rnn"  # the page's own tiny tanh RNN (not in the model registry)
@@ -303,9 +303,11 @@ def section_encoder_decoder(t: dict, lang: str) -> None:
         t["col_truth"]: [c.truth or "" for c in chain],
         t["col_top"]: [", ".join(f"{tok} {p:.2f}" for tok, p in c.top) for c in chain],
     })
-    left, right = st.columns([1, 1])
-    left.dataframe(frame, hide_index=True, key="learn_chain",
-                   column_config={t["col_p"]: st.column_config.NumberColumn(format="%.4f")})
+    # The full width: in half of a 1024-pixel page the top-candidates column was cut off.
+    st.dataframe(frame, hide_index=True, key="learn_chain", width="stretch",
+                 column_config={t["col_p"]: st.column_config.NumberColumn(format="%.4f"),
+                                t["col_top"]: st.column_config.TextColumn(width="large")})
+    right, _ = st.columns([3, 1])
     common.chart(right, lfig.output_distribution_figure(tr, step, t["s4_dist_x"], t["s4_dist_y"]),
                        key="learn_fig_dist", config=plotly_config("output_distribution"))
     right.caption(t["s4_dist"])
@@ -446,16 +448,16 @@ def _tour_bar(t: dict, section: int, where: str) -> None:
     bar = st.columns([2, 6, 2], vertical_alignment="center")
     suffix = "" if where == "top" else "_" + where
     bar[0].button(t["tour_prev"], icon=":material/arrow_back:", key="learn_prev" + suffix, on_click=_go,
+                  shortcut=presenter.shortcut("prev") if where == "top" else None,
                   args=(section - 1,), disabled=section <= 1, width="stretch")
     bar[2].button(t["tour_next"], icon=":material/arrow_forward:", icon_position="right", key="learn_next" + suffix,
-                  on_click=_go, args=(section + 1,), disabled=section >= n, width="stretch")
+                  shortcut=presenter.shortcut("next") if where == "top" else None, on_click=_go, args=(section + 1,), disabled=section >= n, width="stretch")
     if where == "top":
         bar[1].progress(section / n, text=t["tour_where"].format(k=section, n=n))
-        # hidden targets for Home/End in presenter mode
         with st.container(key="learn_tour_ends", horizontal=True):
-            st.button(t["tour_first"], key="learn_first", on_click=_go, args=(1,), disabled=section <= 1,
+            st.button(t["tour_first"], key="learn_first", shortcut=presenter.shortcut("first"), on_click=_go, args=(1,), disabled=section <= 1,
                       type="tertiary", icon=":material/first_page:")
-            st.button(t["tour_last"], key="learn_last", on_click=_go, args=(n,), disabled=section >= n,
+            st.button(t["tour_last"], key="learn_last", shortcut=presenter.shortcut("last"), on_click=_go, args=(n,), disabled=section >= n,
                       type="tertiary", icon=":material/last_page:")
 
 

@@ -6,9 +6,9 @@ In presenter mode the charts and formulas use larger type (chart labels at least
 Home/End first/last), and the chrome shrinks (less top padding, no per-chart download links or timing
 notes). Always on: long outputs and headings wrap instead of ending in an ellipsis.
 
-Streamlit has no key events in Python, so a small script in the page listens for keys and clicks the
-page's own buttons (the same callbacks a mouse click runs): it acts only while presenter mode is on and
-never while the user types in a field.
+The keys are the step buttons' own shortcuts (st.button(shortcut=...)): a key press is a click on the
+button, through the same callback; they exist only while presenter mode is on, and typing in a field
+stays typing.
 """
 
 from __future__ import annotations
@@ -33,30 +33,8 @@ PRESENTER_CSS = """
 [data-testid="stCaptionContainer"] { font-size: 1rem; }
 """
 
-# Keys and the buttons they press: the first one on the page that is enabled.
-KEYBOARD_JS = """
-<span id="explorer-presenter-keys" hidden></span>
-<script>
-(() => {
-  if (window.explorerPresenterKeys) return;
-  window.explorerPresenterKeys = true;
-  const buttons = {
-    ArrowLeft: ['explore_prev', 'learn_prev'], ArrowRight: ['explore_next', 'learn_next'],
-    ' ': ['explore_play', 'explore_pause'], Home: ['explore_first', 'learn_first'], End: ['explore_last', 'learn_last'],
-  };
-  document.addEventListener('keydown', event => {
-    if (!document.getElementById('explorer-presenter-keys')) return;  // presenter mode is off
-    if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey || !(event.key in buttons)) return;
-    const target = event.target;
-    if (target.closest && target.closest('input, textarea, select, button, [contenteditable="true"], [role="slider"], [role="combobox"]')) return;
-    for (const key of buttons[event.key]) {
-      const button = document.querySelector('.st-key-' + key + ' button');
-      if (button && !button.disabled) { event.preventDefault(); button.click(); return; }
-    }
-  }, true);
-})();
-</script>
-"""
+# The keys of the step controls (Streamlit's own button shortcuts, which leave typing in a field alone).
+SHORTCUTS = {"first": "Home", "prev": "Left", "play": "Space", "pause": "Space", "next": "Right", "last": "End"}
 
 
 def on() -> bool:
@@ -74,7 +52,7 @@ def _on_switch() -> None:
 
 
 def switch() -> None:
-    """The switch (top right, on every page) and what it turns on: CSS, and the keyboard script."""
+    """The switch (top right, on every page) and the CSS it turns on."""
     presenting = on()
     if presenting and st.query_params.get(URL_KEY) != "1":  # a page change dropped it from the address
         st.query_params[URL_KEY] = "1"
@@ -83,5 +61,8 @@ def switch() -> None:
                   help="For a projector: larger chart labels and formulas, less chrome, and the keyboard "
                        "steps (← → step, space play/pause, Home/End). Also `?present=1` in the address.")
     st.html(f"<style>{ALWAYS_CSS}{PRESENTER_CSS if presenting else ''}</style>")
-    if presenting:
-        st.html(KEYBOARD_JS, unsafe_allow_javascript=True)
+
+
+def shortcut(control: str) -> str | None:
+    """The key of a step control ("first", "prev", "play", "pause", "next", "last") in presenter mode."""
+    return SHORTCUTS[control] if on() else None
