@@ -376,7 +376,7 @@ def test_the_house_style_merges_into_what_a_figure_already_set():
     styled(fig, "new", height=300)
     layout = fig.layout
     assert layout.legend.title.text == "kind" and layout.legend.orientation == "h"
-    assert layout.margin.pad == 4 and layout.margin.t == 50 and layout.margin.l == 60
+    assert layout.margin.pad == 4 and layout.margin.t == 84 and layout.margin.l == 60
     assert layout.font.color == "red" and layout.font.size == FONT_SIZE
     assert layout.title.text == "new" and layout.title.font.size == 9 and layout.title.x == 0.0
     assert layout.height == 300 and layout.hoverlabel.font.size == FONT_SIZE
