@@ -312,7 +312,9 @@ def test_an_exported_figure_with_chinese_carries_the_chinese_font():
     html = figure_html(styled(go.Figure(go.Bar(x=["我", "爱"], y=[1, 2]))))
     assert cjk_font_face() and cjk_font_face() in html
     assert f'"{CJK_FAMILY}"' in html.split("<body>")[0]  # declared in the head, before the chart draws
-    assert CJK_FAMILY in go.Figure().layout.template.layout.font.family  # every new figure names it
+    import plotly.io as pio
+    from explorer.figures.style import TEMPLATE
+    assert CJK_FAMILY in pio.templates[TEMPLATE].layout.font.family  # the house template names it
 
 
 def test_every_figure_has_projector_fonts(copy_trace):
