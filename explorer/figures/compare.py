@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import plotly.graph_objects as go
 
 from ..comparison import BleuCurve, Curve
-from .style import styled
+from .style import ATTENTION_COLOUR, styled
 
 # One colour per score function, so a twin pair reads the same on every page.
 ATTENTION_COLORS = {"dot": "#1f77b4", "scaled_dot": "#9467bd", "additive": "#ff7f0e", "none": "#7f7f7f"}
@@ -48,7 +48,7 @@ def accuracy_by_length_figure(curves: Sequence[Curve], metric: str = "exact_matc
     for lo, hi in sorted(ranges):
         fig.add_vrect(x0=lo - 0.5, x1=hi + 0.5, fillcolor="#d9d9d9", opacity=0.35, line_width=0, layer="below")
         if len(ranges) == 1:
-            fig.add_annotation(x=(lo + hi) / 2, y=1.0, yref="paper", yanchor="bottom", showarrow=False,
+            fig.add_annotation(x=lo - 0.5, xanchor="left", y=0.0, yref="paper", yanchor="bottom", showarrow=False,
                                text=f"{trained_label} {lo}–{hi}", font={"size": 14, "color": "#555555"})
     for index, (curve, color) in enumerate(zip(curves, curve_colors(curves))):
         xs = [r["length"] for r in curve.rows]
@@ -71,7 +71,7 @@ def parameter_figure(breakdowns: Mapping[str, Mapping[str, int]], title: str | N
                      labels: Mapping[str, str] | None = None) -> go.Figure:
     """Parameters per part (encoder, decoder, attention, output) for each model, as stacked bars."""
     parts = ("encoder", "decoder", "attention", "output")
-    colors = {"encoder": "#1f77b4", "decoder": "#2ca02c", "attention": "#d62728", "output": "#7f7f7f"}
+    colors = {"encoder": "#9467bd", "decoder": "#8c564b", "attention": ATTENTION_COLOUR, "output": "#7f7f7f"}
     models = list(breakdowns)
     fig = go.Figure()
     for part in parts:

@@ -70,9 +70,9 @@ def cached(key: tuple, compute):
 def show_problem(exc: Exception) -> None:
     """Bad input becomes a message, never a traceback."""
     if isinstance(exc, ExplorerError):
-        st.error(str(exc), icon="⚠️")
+        st.error(str(exc), icon=":material/warning:")
     else:
-        st.error(f"Something went wrong: {type(exc).__name__}: {exc}", icon="🛑")
+        st.error(f"Something went wrong: {type(exc).__name__}: {exc}", icon=":material/error:")
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
@@ -119,3 +119,14 @@ def explore_link(label: str, model: str, text: str, step: int | None = None) -> 
     if step is not None:
         params["step"] = str(step)
     st.page_link(explore_page(explore.render), label=label, icon=":material/search:", query_params=params)
+
+
+def chart(where: Any, fig: Any, *, key: str, config: dict | None = None, **kwargs: Any):
+    """Draw a Plotly figure in `where` (st or a column): our fonts and colours (theme=None: Streamlit's
+    chart theme would shrink labels to 12.75 px and recolour scales), a PNG camera, projector-sized
+    type in presenter mode."""
+    from explorer.figures.style import plotly_config, presented
+    from explorer.pages import presenter
+    if presenter.on():
+        fig = presented(fig)
+    return where.plotly_chart(fig, key=key, config=config or plotly_config(key), theme=None, **kwargs)

@@ -89,7 +89,7 @@ def curve_section(names: list[str]) -> None:
         cold += time.perf_counter() - started
     if not curves:
         return
-    st.plotly_chart(accuracy_by_length_figure(curves, metric), key="compare_fig_curve", config=plotly_config("curve"))
+    common.chart(st, accuracy_by_length_figure(curves, metric), key="compare_fig_curve", config=plotly_config("curve"))
     computed = sum(c.seconds for c in curves)
     st.caption(f"Computed once in {computed:.1f} s (this view: {cold:.2f} s). Each point is "
                f"`{comparison.eval_command(curves[0].model, 20)}` with its length in place of 20 "
@@ -117,7 +117,7 @@ def sentence_section() -> None:
         "grouped by the English sentence's length in words.")
     metric = st.radio("Score", ["bleu", "chrf"], key="compare_bleu_metric", horizontal=True,
                       format_func={"bleu": "BLEU", "chrf": "chrF"}.get)
-    st.plotly_chart(bleu_by_length_figure(curves, metric), key="compare_fig_bleu", config=plotly_config("bleu"))
+    common.chart(st, bleu_by_length_figure(curves, metric), key="compare_fig_bleu", config=plotly_config("bleu"))
     table = pd.DataFrame([{"model": c.model, "attention": c.attention,
                            "source words": f"{r['lo']}–{r['hi']}" if r["hi"] < 1000 else f"{r['lo']}+",
                            "sentences": r["n"], "BLEU": r["bleu"], "chrF": r["chrf"]} for c in curves for r in c.rows])
@@ -200,7 +200,7 @@ def _model_column(name: str, source: str, side: str) -> dict | None:
         score = tr.alignment_accuracy()
         if score is not None:
             st.caption(f"Attention on the true position at {100 * score:.0f}% of the steps.")
-        st.plotly_chart(attention_heatmap(tr), key=f"compare_fig_attention_{side}",
+        common.chart(st, attention_heatmap(tr), key=f"compare_fig_attention_{side}",
                         config=plotly_config(f"attention_{name}"))
     else:
         st.info(f"No attention: the decoder saw only the context vector s₀ ({tr.initial_state.size} numbers) "
@@ -229,7 +229,7 @@ def side_by_side_section(names: list[str]) -> None:
     mid.number_input("Length", 1, 64, 25, key="compare_length")
     right.button("Random input", key="compare_random", on_click=_set_random_input)
     if "compare_random_error" in st.session_state:
-        st.error(st.session_state.pop("compare_random_error"), icon="⚠️")
+        st.error(st.session_state.pop("compare_random_error"), icon=":material/warning:")
     col_a, col_b = st.columns(2)
     breakdowns = {}
     with col_a:
@@ -241,7 +241,7 @@ def side_by_side_section(names: list[str]) -> None:
         if part:
             breakdowns[f"{name_b} " if name_b in breakdowns else name_b] = part
     if breakdowns:
-        st.plotly_chart(parameter_figure(breakdowns, "Parameters by part"), key="compare_fig_parameters",
+        common.chart(st, parameter_figure(breakdowns, "Parameters by part"), key="compare_fig_parameters",
                         config=plotly_config("parameters"))
         frame = pd.DataFrame(breakdowns).T[["encoder", "decoder", "attention", "output", "total"]]
         st.dataframe(frame, key="compare_parameter_table")

@@ -24,7 +24,7 @@ from explorer.figures import attention as fig_attention
 from explorer.figures import steps as fig_steps
 from explorer.figures import vectors as fig_vectors
 from explorer.figures.style import figure_html, plotly_config
-from explorer.pages import common
+from explorer.pages import common, presenter
 from explorer.registry import LRUCache
 from explorer.trace import Intervention, Trace, first_difference
 from explorer.vocab import PAD, SOS
@@ -303,7 +303,7 @@ def _chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
     if callable(fig):
         fig = _figure(cache[0], name, cache[1], fig) if cache is not None else fig()
     # theme=None: our projector-sized fonts, not Streamlit's chart theme.
-    event = st.plotly_chart(fig, key=key, config=plotly_config(name), theme=None, **kwargs)
+    event = common.chart(st, fig, key=key, config=plotly_config(name), **kwargs)
     st.download_button("HTML", icon=":material/download:", data=lambda: figure_html(fig), file_name=f"{name}.html",
                        mime="text/html", key=key + "_html", on_click="ignore", type="tertiary",
                        help="Download this figure as an interactive HTML page (PNG: the camera icon on the chart)")
@@ -531,32 +531,11 @@ def _draw_step_panel(request: views.Request, cell: str, attn_dim: int) -> None:
     t = int(_state("step"))
 
     st.subheader("Step through decoding")
-    bar = st.columns([2, 2, 2, 5, 4], vertical_alignment="center")  # room for an icon and "Pause" at 1300 px
-    bar[0].button("Prev", icon=":material/skip_previous:", key=K + "prev", on_click=_step_by, args=(-1, T),
-                  disabled=t <= 1, width="stretch")
-    if _state("playing"):
-        bar[1].button("Pause", icon=":material/pause:", key=K + "pause", on_click=_stop_playing, width="stretch")
-    elif bar[1].button("Play", icon=":material/play_arrow:", key=K + "play", width="stretch", disabled=T <= 1,
-                       help=f"Advance one step every {PLAY_SECONDS:g} s"):
-        if t >= T:
-            _set("step", 1)
-        _set("playing", True)
-        st.rerun()  # a full run starts the fragment's timer
-    bar[2].button("Next", icon=":material/skip_next:", icon_position="right", key=K + "next", on_click=_step_by,
-                  args=(1, T), disabled=t >= T, width="stretch")
-    if T > 1:
-        version = int(_state("slider_version", 0))
-        if _state(f"t{version}") != t:  # the step moved without the slider: a fresh slider showing it
-            version += 1
-            _set("slider_version", version)
-            _set(f"t{version}", t)
-        bar[3].slider("Step t", 1, T, key=f"{K}t{version}", on_change=_on_slider, args=(version,),
-                      disabled=bool(_state("playing")))
-    else:
-        bar[3].markdown("Step **t = 1** (the only step)")
+    _step_bar(t, T)
     step = t - 1
     facts = views.step_summary(tr, step)
-    bar[4].markdown(f"#### t = {step + 1} of {T}: **{_tok(facts['previous'])}** → **{_tok(facts['chosen'])}**")
+    # its own row, never beside the controls: at 1024 px the chosen token wrapped onto a line alone
+    st.markdown(f"#### t = {step + 1} of {T}: **{_tok(facts['previous'])}** → **{_tok(facts['chosen'])}**")
     _sync_url(request, step + 1)
 
     wide = tr.has_attention and len(tr.source_tokens) > 14  # a long input gets the full width
@@ -589,9 +568,42 @@ def _draw_step_panel(request: views.Request, cell: str, attn_dim: int) -> None:
     _hidden_tabs(request, tr, step)
     panel_ms = (time.perf_counter() - started) * 1000
     _set("panel_ms", panel_ms)
-    st.caption(f"Step panel drawn in {_format_seconds(panel_ms)} · decoding "
-               f"{_format_seconds(_state('compute_ms', 0.0))} (once per input, then cached)",
-               help="Server-side timings: changing the step reruns only this panel and never re-decodes")
+    st.container(key=K + "panel_timing").caption(
+        f"Step panel drawn in {_format_seconds(panel_ms)} · decoding "
+        f"{_format_seconds(_state('compute_ms', 0.0))} (once per input, then cached)",
+        help="Server-side timings: changing the step reruns only this panel and never re-decodes")
+
+
+def _step_bar(t: int, T: int) -> None:
+    """First, previous, play/pause, next, last and the step slider (presenter mode: Home, ←, space, →, End)."""
+    bar = st.columns([1.3, 2.2, 2.2, 2.2, 1.3, 6], vertical_alignment="center")
+    bar[0].button(":material/first_page:", key=K + "first", shortcut=presenter.shortcut("first"), on_click=_step_by, args=(1 - t, T), disabled=t <= 1,
+                  width="stretch", help="First step (Home in presenter mode)")
+    bar[1].button("Prev", icon=":material/skip_previous:", key=K + "prev", shortcut=presenter.shortcut("prev"), on_click=_step_by, args=(-1, T),
+                  disabled=t <= 1, width="stretch", help="Previous step (← in presenter mode)")
+    if _state("playing"):
+        bar[2].button("Pause", icon=":material/pause:", key=K + "pause", shortcut=presenter.shortcut("pause"), on_click=_stop_playing, width="stretch",
+                      help="Space in presenter mode")
+    elif bar[2].button("Play", icon=":material/play_arrow:", key=K + "play", shortcut=presenter.shortcut("play"), width="stretch", disabled=T <= 1,
+                       help=f"Advance one step every {PLAY_SECONDS:g} s (space in presenter mode)"):
+        if t >= T:
+            _set("step", 1)
+        _set("playing", True)
+        st.rerun()  # a full run starts the fragment's timer
+    bar[3].button("Next", icon=":material/skip_next:", icon_position="right", key=K + "next", shortcut=presenter.shortcut("next"), on_click=_step_by,
+                  args=(1, T), disabled=t >= T, width="stretch", help="Next step (→ in presenter mode)")
+    bar[4].button(":material/last_page:", key=K + "last", shortcut=presenter.shortcut("last"), on_click=_step_by, args=(T - t, T), disabled=t >= T,
+                  width="stretch", help="Last step (End in presenter mode)")
+    if T > 1:
+        version = int(_state("slider_version", 0))
+        if _state(f"t{version}") != t:  # the step moved without the slider: a fresh slider showing it
+            version += 1
+            _set("slider_version", version)
+            _set(f"t{version}", t)
+        bar[5].slider("Step t", 1, T, key=f"{K}t{version}", on_change=_on_slider, args=(version,),
+                      disabled=bool(_state("playing")))
+    else:
+        bar[5].markdown("Step **t = 1** (the only step)")
 
 
 def _words_view(request: views.Request, tr: Trace) -> None:
@@ -668,8 +680,8 @@ def _step_three(tr: Trace, step: int, request: views.Request, attn_dim: int) -> 
         notes.append("masked inputs (hidden from attention): " + ", ".join(f"x{i + 1}" for i in iv.masked))
     if notes:
         st.info("; ".join(notes), icon=":material/science:")
-    cols = st.columns([7, 5], gap="large")
-    with cols[0]:
+    # The table has the full width (beside the weights chart its last column was cut at 1024 px).
+    with st.container():
         frame = views.lookup_table(tr, step)
         peak_k = float(abs(tr.keys).max()) if tr.keys.size else 1.0
         peak_v = float(abs(tr.values).max()) if tr.values.size else 1.0
@@ -688,12 +700,14 @@ def _step_three(tr: Trace, step: int, request: views.Request, attn_dim: int) -> 
                      row_height=36, height=min(36 * (len(frame) + 1) + 3, 579))
         st.caption("One record per input position: the query is matched against every key kᵢ, the "
                    "weights αₜᵢ pick how much of each value vᵢ goes into cₜ. Exact vectors: the K, V, Q tab.")
-    with cols[1]:
+    cols = st.columns([2, 3], gap="large")
+    with cols[0]:
         _chart(lambda: fig_attention.weights_bar(tr, step, title=f"α{_sub(t)} over the inputs"), f"step{t}-weights",
                K + "fig_weights", cache=(request, step))
-    title = f"c{_sub(t)} = Σᵢ α{_sub(t)}ᵢ vᵢ: each row a weighted value, the last row their sum"
-    _chart(lambda: fig_attention.context_sum(tr, step, title=title), f"step{t}-context", K + "fig_context",
-           cache=(request, step))
+    with cols[1]:
+        title = f"c{_sub(t)} = Σᵢ α{_sub(t)}ᵢ vᵢ: each row a weighted value, the last row their sum"
+        _chart(lambda: fig_attention.context_sum(tr, step, title=title), f"step{t}-context", K + "fig_context",
+               cache=(request, step))
 
 
 def _step_four(tr: Trace, step: int, request: views.Request) -> None:

@@ -13,6 +13,11 @@ LANGUAGES = {"en": "English", "zh": "中文"}
 TEXT: dict[str, dict] = {
     "en": {
         "title": 'Learn: attention from first principles',
+        "tour_prev": 'Previous',
+        "tour_next": 'Next',
+        "tour_first": 'First section',
+        "tour_last": 'Last section',
+        "tour_where": 'Section {k} of {n}',
         "language": 'Language',
         "intro": (
             'The article argues in six steps, each forced by the one before: sequences are values over '
@@ -173,9 +178,9 @@ TEXT: dict[str, dict] = {
         "s5_text": (
             'The encoder–decoder handles variable lengths and order, but it squeezes the whole input '
             'into one fixed vector. The longer the input, the more the early symbols are diluted — long-range '
-            'dependencies are lost. This is the **information bottleneck**. Below: two models of exactly '
-            'the same size, trained on reversal of lengths {lo}–{hi}, one with attention and one without, '
-            'scored on {samples} fresh inputs at each length (the same numbers as `python -m explorer '
+            'dependencies are lost. This is the **information bottleneck**. Below: reversal models with '
+            'the same layer sizes (hidden {hidden}), trained on lengths {lo}–{hi}, one with attention and one '
+            'without ({params} parameters: attention adds its query, key and value projections), scored on {samples} fresh inputs at each length (the same numbers as `python -m explorer '
             'eval`).'),
         "s5_none": 'The bottleneck curve needs two reversal models (with and without attention): ship or train them.',
         "s5_numbers": 'Exact match at length {lengths}:',
@@ -231,6 +236,11 @@ TEXT: dict[str, dict] = {
     },
     "zh": {
         "title": '学习：从第一性原理到注意力',
+        "tour_prev": '上一节',
+        "tour_next": '下一节',
+        "tour_first": '第一节',
+        "tour_last": '最后一节',
+        "tour_where": '第 {k} 节，共 {n} 节',
         "language": '语言',
         "intro": (
             '原文分六步推进，每一步都由上一步的问题逼出来：把序列看作**时间步**上的取值；用带记忆的 '
@@ -377,8 +387,8 @@ TEXT: dict[str, dict] = {
         "s5": '5. 信息瓶颈',
         "s5_text": (
             '编码器-解码器能处理变长输入和顺序，却把整个输入压缩成一个固定长度的向量。输入越长，前面的信息被稀释得越厉害——长距离依赖丢失了。'
-            '这就是**信息瓶颈**。下图：两个大小完全相同的模型，都在长度 {lo}–{hi} 的反转任务上训练，一个有注意力、'
-            '一个没有，在每个长度上用 {samples} 个新输入评分（与 `python -m explorer eval` 的数字相同）'
+            '这就是**信息瓶颈**。下图：层大小相同（隐藏层 {hidden}）的反转模型，都在长度 {lo}–{hi} 的反转任务上训练，一个有注意力、'
+            '一个没有（参数量 {params}：注意力多出查询、键、值投影），在每个长度上用 {samples} 个新输入评分（与 `python -m explorer eval` 的数字相同）'
             '。'),
         "s5_none": '信息瓶颈曲线需要两个反转模型（有注意力和无注意力）：请放入或训练它们。',
         "s5_numbers": '在长度 {lengths} 上的完全正确率：',

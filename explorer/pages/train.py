@@ -220,7 +220,7 @@ def render() -> None:
     st.caption("Train a model here, live, and watch its attention go from a uniform blur to a sharp "
                "alignment. Training runs in the background: other pages stay usable, and you can come back.")
     if "train_error" in st.session_state:
-        st.error(st.session_state["train_error"], icon="⚠️")
+        st.error(st.session_state["train_error"], icon=":material/warning:")
 
     with st.expander("Set up a training run", expanded=job is None):
         _setup_panel(running)
@@ -330,14 +330,14 @@ def _tsv_report() -> None:
         corpus = common.cached(("train_tsv", upload.file_id),
                                lambda: load_tsv_bytes(upload.getvalue(), upload.name, LIMITS.max_tsv_bytes))
     except ExplorerError as exc:
-        st.error(f"This file cannot be used: {exc}", icon="⚠️")
+        st.error(f"This file cannot be used: {exc}", icon=":material/warning:")
         return
     skipped = len(corpus.problems) + corpus.problems_omitted
-    st.success(f"{len(corpus.pairs):,} sentence pairs", icon="✅")
+    st.success(f"{len(corpus.pairs):,} sentence pairs", icon=":material/check_circle:")
     if skipped:
         lines = "\n".join(f"- line {p.line}: {p.reason}" for p in corpus.problems[:5])
         more = f"\n- … and {skipped - 5:,} more" if skipped > 5 else ""
-        st.warning(f"{skipped:,} line{'s' if skipped != 1 else ''} skipped:\n{lines}{more}", icon="⚠️")
+        st.warning(f"{skipped:,} line{'s' if skipped != 1 else ''} skipped:\n{lines}{more}", icon=":material/warning:")
 
 
 def _live_panel() -> None:
@@ -379,7 +379,7 @@ def _live_panel() -> None:
         stop.button("Stop", key="train_stop", icon=":material/stop:", on_click=_stop, width="stretch",
                     help="stop now and keep the model as it is")
     if view.state == jobs.FAILED:
-        st.error(f"Training failed: {view.message}", icon="🛑")
+        st.error(f"Training failed: {view.message}", icon=":material/error:")
 
     m = st.columns(4)
     m[0].metric("Training loss", f"{view.steps[-1].loss:.4f}" if view.steps else "–")
@@ -392,9 +392,9 @@ def _live_panel() -> None:
     job_key = (job.name, job.created)
     n_evals = len(view.evals)
     left, right = st.columns(2)
-    left.plotly_chart(_figure(("loss", job_key, len(view.steps), n_evals), lambda: loss_figure(view.steps, view.evals)),
+    common.chart(left, _figure(("loss", job_key, len(view.steps), n_evals), lambda: loss_figure(view.steps, view.evals)),
                       key="train_loss_chart", width="stretch")
-    right.plotly_chart(_figure(("accuracy", job_key, n_evals, view.target_accuracy),
+    common.chart(right, _figure(("accuracy", job_key, n_evals, view.target_accuracy),
                                lambda: accuracy_figure(view.evals, view.target_accuracy)),
                        key="train_accuracy_chart", width="stretch")
     left, right = st.columns(2)
@@ -402,7 +402,7 @@ def _live_panel() -> None:
         _scrubber(view, job_key)
     with right:
         if any(r.valid_alignment is not None for r in view.evals):
-            st.plotly_chart(_figure(("alignment", job_key, n_evals), lambda: alignment_figure(view.evals)),
+            common.chart(st, _figure(("alignment", job_key, n_evals), lambda: alignment_figure(view.evals)),
                             key="train_alignment_chart", width="stretch")
             st.caption("Alignment accuracy: the share of output steps whose strongest attention weight is on a "
                        "true source position. It rises as attention sharpens.")
@@ -439,7 +439,7 @@ def _scrubber(view: jobs.JobView, job_key: tuple) -> None:
         return
     title = f"Probe at step {frame.step:,}"
     figure = _figure(("probe", job_key, frame.step, id(trace)), lambda: attention_heatmap(trace, title=title))
-    st.plotly_chart(figure, key="train_probe_chart", width="stretch")
+    common.chart(st, figure, key="train_probe_chart", width="stretch")
 
 
 def _model_panel(job: jobs.TrainingJob, running: bool) -> None:
@@ -499,4 +499,4 @@ def _upload_panel() -> None:
         except ExplorerError as exc:
             done[upload.file_id] = ("error", f"This file was refused: {exc}")
     kind, message = done[upload.file_id]
-    (st.success if kind == "ok" else st.error)(message, icon="✅" if kind == "ok" else "⚠️")
+    (st.success if kind == "ok" else st.error)(message, icon=":material/check_circle:" if kind == "ok" else ":material/warning:")
