@@ -18,7 +18,7 @@ from .style import ACCENT, FONT_SIZE, TRUTH, set_layout, styled
 
 KEPT = "#1f77b4"
 PRUNED = "#b0b0b0"
-ROW_PX = 46  # vertical room per leaf
+ROW_PX = 58  # vertical room per leaf
 
 
 def tree_layout(record: BeamRecord) -> dict[int, float]:
@@ -83,14 +83,15 @@ def beam_tree_figure(record: BeamRecord, token_names: Sequence[str], selected: i
                                  name="pruned edges" if grey else "kept edges"))
     fig.add_trace(go.Scatter(x=[0], y=[root_y], mode="markers+text", text=["<sos>"], textposition="middle left",
                              marker={"size": 12, "color": "#444"}, hoverinfo="skip", showlegend=False, name="start"))
-    groups = (("kept", lambda n: n.index in alive and not n.finished, KEPT, "circle"),
+    groups = (("kept", lambda n: n.index in alive and n.candidate is None, KEPT, "circle"),
               ("pruned", lambda n: n.index not in alive, PRUNED, "circle"),
               ("candidate", lambda n: n.candidate is not None, TRUTH, "star"))
     for name, member, colour, symbol in groups:
         chosen = [n for n in record.nodes if member(n)]
         fig.add_trace(go.Scatter(
             x=[n.step + 1 for n in chosen], y=[y[n.index] for n in chosen], mode="markers+text", name=name,
-            text=[_node_text(n, token_names) for n in chosen], textposition="top center",
+            text=[_node_text(n, token_names) for n in chosen],
+            textposition="middle right" if symbol == "star" else "top center",
             textfont={"size": FONT_SIZE - 2, "color": "#333" if colour != PRUNED else "#888"},
             marker={"size": 16 if symbol == "star" else 11, "color": colour, "symbol": symbol,
                     "line": {"width": 1, "color": "white"}},
@@ -107,10 +108,11 @@ def beam_tree_figure(record: BeamRecord, token_names: Sequence[str], selected: i
         hovertext=[_hover(n, record, token_names) for n in nodes], hovertemplate="%{hovertext}<extra></extra>",
         marker={"symbol": "square", "size": 30, "opacity": 0}, showlegend=False))
     leaves = max(1.0, max(y.values(), default=0.0) + 1)
-    set_layout(fig, xaxis={"title": {"text": "step t"}, "dtick": 1, "range": [-0.8, record.steps + 0.6],
+    set_layout(fig, xaxis={"title": {"text": "step t"}, "dtick": 1, "range": [-0.8, record.steps + 1.2],
                            "zeroline": False},
-               yaxis={"visible": False, "range": [leaves - 0.4, -0.8]}, clickmode="event+select", dragmode=False)
-    return styled(fig, title, height=int(min(900, 140 + ROW_PX * leaves)))
+               yaxis={"visible": False, "range": [leaves - 0.5, -1.0]}, clickmode="event+select", dragmode=False)
+    styled(fig, title, height=int(min(1000, 160 + ROW_PX * leaves)))
+    return set_layout(fig, legend={"xanchor": "left", "x": 0.0})
 
 
 def _node_text(node: BeamNode, token_names: Sequence[str]) -> str:
