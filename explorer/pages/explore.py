@@ -25,7 +25,7 @@ from explorer.figures import attention as fig_attention
 from explorer.figures import steps as fig_steps
 from explorer.figures import vectors as fig_vectors
 from explorer.figures.style import figure_html, plotly_config
-from explorer.pages import beam_panel, common
+from explorer.pages import beam_panel, common, neighbours_panel
 from explorer.registry import LRUCache
 from explorer.trace import Intervention, Trace, first_difference
 from explorer.vocab import PAD, SOS
@@ -408,6 +408,7 @@ def render() -> None:
     playing = bool(_state("playing"))
     panel = st.fragment(_step_panel, run_every=PLAY_SECONDS if playing else None)
     panel(request, bundle.model.cfg.cell, bundle.model.cfg.attn_dim)
+    _guarded(neighbours_panel.render, request.model, tr, int(_state("step", 1)))
     _guarded(_what_if, bundle, request, tr, original)
     _guarded(_downloads, tr)
 
