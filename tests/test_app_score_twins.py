@@ -79,3 +79,23 @@ def test_sharpness_reads_the_decoding(pretrained):
     assert got.steps == len(peaks)
     assert got.mean_peak == pytest.approx(np.mean(peaks), rel=1e-5)
     assert got.score_spread == pytest.approx(np.mean(spreads), rel=1e-4)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_learn_tour_says_what_scaling_changes_with_the_twins_numbers(pretrained, monkeypatch, lang):
+    from explorer import lessons
+    from explorer.pages.learn_text import TEXT
+    monkeypatch.setattr(lessons, "LESSON_STEPS", 40)
+    monkeypatch.setattr(comparison, "CURVE_LENGTHS", (1, 10))
+    monkeypatch.setattr(comparison, "CURVE_SAMPLES", 20)
+    at = app_support.app_test("learn").run()
+    at.segmented_control(key="learn_lang").set_value(lang).run()
+    assert not at.exception, [e.value for e in at.exception]
+    bundles = {b.model.cfg.attention: b for b in sf.twins([checkpoint.load(n) for n in checkpoint.pretrained_names()])}
+    sources = sf.sample_inputs(bundles["dot"])
+    dot, scaled = sf.sharpness(bundles["dot"], sources), sf.sharpness(bundles["scaled_dot"], sources)
+    (note,) = [m.value for m in at.markdown if m.value.startswith(TEXT[lang]["s6_scaling"][:12])]
+    for number in (f"{dot.score_spread:.1f}", f"{scaled.score_spread:.1f}", f"{scaled.dot_spread:.1f}",
+                   f"{dot.mean_peak:.3f}", f"{scaled.mean_peak:.3f}"):
+        assert number in note
+    assert scaled.dot_spread == pytest.approx(scaled.score_spread * 8.0) and scaled.attn_dim == 64

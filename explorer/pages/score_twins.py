@@ -110,3 +110,25 @@ def _twin(name: str, source: str) -> None:
         return
     st.caption(f"mean peak weight on this input: {sf.mean_peak(tr.weights):.3f}")
     st.plotly_chart(attention_heatmap(tr, height=420), key=f"{K}heat_{name}", config=plotly_config(f"attention_{name}"))
+
+
+def scaling_note(t: dict) -> None:
+    """The Learn tour's paragraph on what scaling changes, filled with the shipped twins' measured numbers
+    (nothing when no dot / scaled-dot pair is shipped)."""
+    names = twin_names()
+    stats = {s.attention: s for s in sharpness(tuple(names))} if len(names) > 1 else {}
+    dot, scaled = stats.get("dot"), stats.get("scaled_dot")
+    if dot is None or scaled is None:
+        return
+    text = t["s6_scaling"].format(D=scaled.attn_dim, sqrtD=scaled.attn_dim ** 0.5, dot=dot.model, scaled=scaled.model,
+                                  dot_spread=dot.score_spread, dot_peak=dot.mean_peak,
+                                  scaled_spread=scaled.score_spread, scaled_raw=scaled.dot_spread,
+                                  scaled_peak=scaled.mean_peak, dot_exact=dot.exact_match,
+                                  scaled_exact=scaled.exact_match)
+    for kind in ("additive", "none"):
+        other = stats.get(kind)
+        if other is not None:
+            peak = "–" if other.mean_peak is None else f"{other.mean_peak:.3f}"
+            text += t["s6_scaling_more"].format(name=other.model, kind=kind, peak=peak, exact=other.exact_match)
+    st.markdown(text)
+    st.caption(t["s6_scaling_where"].format(n=sf.SAMPLES))
