@@ -5,14 +5,14 @@ The index holds the states of a fixed sample of source/target pairs: for toy tas
 task (the distribution the model was trained on), for translation the validation pairs the checkpoint
 keeps under "examples" (none kept: no index, and the page says so). Decoder states are teacher-forced on
 each pair's target, exactly as Explore's teacher-forced mode traces them (one batched call of the same
-step function), so a neighbour's link opens that very state. Search is exact Euclidean distance in numpy:
-a few thousand rows of at most a few hundred numbers, well under a millisecond.
+step function), so a neighbour's link opens that very state. Search is exact Euclidean distance in numpy
+(one matrix-vector product over a few thousand rows): no approximate-search library pays at this size.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -52,11 +52,17 @@ class NeighbourIndex:
     decoder_owner: np.ndarray
     decoder_step: np.ndarray  # t, 0-based (the <eos> step included)
     origin: str  # where the pairs come from, for the page
+    encoder_norms: np.ndarray = field(init=False, repr=False)  # |h|², for the search
+    decoder_norms: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "encoder_norms", (self.encoder.astype(np.float64) ** 2).sum(axis=1))
+        object.__setattr__(self, "decoder_norms", (self.decoder.astype(np.float64) ** 2).sum(axis=1))
 
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.encoder, self.encoder_owner, self.encoder_position, self.decoder,
-                                      self.decoder_owner, self.decoder_step))
+                                      self.decoder_owner, self.decoder_step, self.encoder_norms, self.decoder_norms))
 
 
 @dataclass(frozen=True)
@@ -70,8 +76,10 @@ class Neighbour:
 def stored_examples(bundle: ModelBundle) -> list[tuple[str, str]]:
     """The [source, target] validation pairs a translation checkpoint keeps (metadata key "examples")."""
     found: Any = getattr(bundle, "examples", None) or bundle.training.get("examples")
+    if not isinstance(found, (list, tuple)):  # training records keep a count of examples seen under this name
+        return []
     pairs = []
-    for item in found or []:
+    for item in found:
         if isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item):
             pairs.append((item[0], item[1]))
     return pairs
@@ -141,7 +149,9 @@ def nearest(index: NeighbourIndex, kind: str, vector: np.ndarray, k: int = 5) ->
     vector = np.asarray(vector, dtype=np.float32).reshape(-1)
     if vector.shape[0] != rows.shape[1]:
         raise ExplorerError(f"a {KINDS[kind]} of this model has {rows.shape[1]} numbers, not {vector.shape[0]}")
-    distance = np.sqrt(np.maximum(((rows - vector) ** 2).sum(axis=1), 0.0))
+    # |x - q|² = |x|² - 2 x·q + |q|²: one matrix-vector product instead of a (N, H) difference
+    norms = index.encoder_norms if kind == "h" else index.decoder_norms
+    distance = np.sqrt(np.maximum(norms - 2.0 * (rows @ vector) + float(vector @ vector), 0.0))
     k = max(1, min(int(k), len(distance)))
     top = np.argpartition(distance, k - 1)[:k]
     top = top[np.lexsort((top, distance[top]))]  # nearest first; ties by row order
