@@ -92,3 +92,10 @@ def test_translation_pairs_kept_in_the_checkpoint_are_searched(models_dir):
     assert "kept in the checkpoint" in neighbours.sample_pairs(bundle)[1]
     found = neighbours.nearest(index, "h", index.encoder[0], 1)
     assert found[0].distance == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_count_of_examples_in_the_training_record_is_not_a_list_of_pairs(models_dir):
+    bundle = checkpoint.load(models_dir / "tiny-fra.safetensors", name="tiny-fra")
+    bundle.training["examples"] = 512000  # what `explorer train` records: how many examples it saw
+    with pytest.raises(neighbours.ExplorerError, match="keeps no example pairs"):
+        neighbours.build_index(bundle)
