@@ -26,7 +26,7 @@ from .errors import ExplorerError
 SAMPLE = 200  # toy tasks: pairs in the index
 SEED = 2024  # toy tasks: the sample's seed (fixed: the same index on every server)
 BATCH = 512
-KINDS = {"h": "encoder state hᵢ", "s": "decoder state sₜ"}
+KINDS = {"h": "encoder hᵢ", "s": "decoder sₜ"}
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def nearest(index: NeighbourIndex, kind: str, vector: np.ndarray, k: int = 5) ->
                           else (index.decoder, index.decoder_owner, index.decoder_step))
     vector = np.asarray(vector, dtype=np.float32).reshape(-1)
     if vector.shape[0] != rows.shape[1]:
-        raise ExplorerError(f"a {KINDS[kind]} of this model has {rows.shape[1]} numbers, not {vector.shape[0]}")
+        raise ExplorerError(f"a state {KINDS[kind]} of this model has {rows.shape[1]} numbers, not {vector.shape[0]}")
     # |x - q|² = |x|² - 2 x·q + |q|²: one matrix-vector product instead of a (N, H) difference
     norms = index.encoder_norms if kind == "h" else index.decoder_norms
     distance = np.sqrt(np.maximum(norms - 2.0 * (rows @ vector) + float(vector @ vector), 0.0))

@@ -96,7 +96,7 @@ def _panel(model: str, tr: Trace, step: int) -> None:
     st.session_state.setdefault(K + "kind", "s")
     st.session_state.setdefault(K + "k", 5)
     st.session_state.setdefault(K + "at", step)
-    cols = st.columns([3, 2, 3], vertical_alignment="bottom")
+    cols = st.columns([4, 2, 3], vertical_alignment="bottom")
     kind = cols[0].segmented_control("State", list(neighbours.KINDS), key=K + "kind",
                                      format_func=neighbours.KINDS.get) or "s"
     limit = len(tr.source_tokens) if kind == "h" else tr.steps
