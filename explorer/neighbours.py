@@ -151,7 +151,8 @@ def nearest(index: NeighbourIndex, kind: str, vector: np.ndarray, k: int = 5) ->
         raise ExplorerError(f"a state {KINDS[kind]} of this model has {rows.shape[1]} numbers, not {vector.shape[0]}")
     # |x - q|² = |x|² - 2 x·q + |q|²: one matrix-vector product instead of a (N, H) difference
     norms = index.encoder_norms if kind == "h" else index.decoder_norms
-    distance = np.sqrt(np.maximum(norms - 2.0 * (rows @ vector) + float(vector @ vector), 0.0))
+    q = vector.astype(np.float64)  # float64 products: the expansion cancels, float32 would leave ~1e-4 at 0
+    distance = np.sqrt(np.maximum(norms - 2.0 * (rows @ q) + float(q @ q), 0.0))
     k = max(1, min(int(k), len(distance)))
     top = np.argpartition(distance, k - 1)[:k]
     top = top[np.lexsort((top, distance[top]))]  # nearest first; ties by row order

@@ -86,9 +86,9 @@ def test_a_closed_view_builds_nothing_and_bad_queries_are_messages(models_dir):
 
 def test_translation_pairs_kept_in_the_checkpoint_are_searched(models_dir):
     bundle = checkpoint.load(models_dir / "tiny-fra.safetensors", name="tiny-fra")
-    bundle.training["examples"] = [["I am cold.", "j' ai froid ."], ["She is my sister.", "c' est ma soeur ."]]
+    bundle.training["examples"] = [["Go.", "Va !"], ["Hi.", "Salut !"]]  # short: the test model decodes 12 pieces
     index = neighbours.build_index(bundle)
-    assert [p.source for p in index.pairs] == ["I am cold.", "She is my sister."]
+    assert [p.source for p in index.pairs] == ["Go.", "Hi."]
     assert "kept in the checkpoint" in neighbours.sample_pairs(bundle)[1]
     found = neighbours.nearest(index, "h", index.encoder[0], 1)
     assert found[0].distance == pytest.approx(0.0, abs=1e-6)
