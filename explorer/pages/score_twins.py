@@ -58,7 +58,7 @@ def section() -> None:
     if len(names) < 2:
         st.info("This needs the reverse twins trained with different score functions (pretrained/README.md).")
         return
-    st.markdown("The same model trained four times, changing only how a query is scored against a key: "
+    st.markdown("The same model trained once per score function, changing only how a query is scored against a key: "
                 + ", ".join(f"`{n}` ({sf.LABELS[common.get_model(n).model.cfg.attention]})" for n in names) + ".")
     _input()
     source = st.text_input("Input (the same for every twin)", key=K + "input")
