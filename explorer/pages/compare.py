@@ -18,7 +18,7 @@ from explorer.figures.attention import attention_heatmap
 from explorer.figures.compare import (METRIC_LABELS, accuracy_by_length_figure, bleu_by_length_figure,
                                      parameter_figure)
 from explorer.figures.style import plotly_config
-from explorer.pages import common
+from explorer.pages import common, score_twins
 
 DEFAULT_INPUT = "3141592653589793238462643"  # 25 digits: inside reverse's training range, hard without attention
 
@@ -258,3 +258,5 @@ def render() -> None:
     sentence_section()
     st.divider()
     side_by_side_section(names)
+    st.divider()
+    score_twins.section()

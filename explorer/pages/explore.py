@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 import streamlit as st
@@ -24,7 +25,7 @@ from explorer.figures import attention as fig_attention
 from explorer.figures import steps as fig_steps
 from explorer.figures import vectors as fig_vectors
 from explorer.figures.style import figure_html, plotly_config
-from explorer.pages import common, presenter
+from explorer.pages import beam_panel, common, neighbours_panel, presenter
 from explorer.registry import LRUCache
 from explorer.trace import Intervention, Trace, first_difference
 from explorer.vocab import PAD, SOS
@@ -33,7 +34,7 @@ TEMPERATURES = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 PLAY_SECONDS = 1.2
 CELL_NAMES = {"rnn": r"\mathrm{RNN}", "gru": r"\mathrm{GRU}", "lstm": r"\mathrm{LSTM}", "unshared": r"\mathrm{RNN}"}
 INTERVENTION_KEYS = ("explore_masked", "explore_pins", "explore_forced")
-URL_KEYS = ("model", "input", "mode", "target", "width", "step") + views.INTERVENTION_URL_KEYS
+URL_KEYS = ("model", "input", "mode", "target", "width", "step", "node") + views.INTERVENTION_URL_KEYS
 
 K = "explore_"  # every session-state key of this page starts with this
 
@@ -53,6 +54,7 @@ def _reset_view() -> None:
     _set("step", 1)
     _set("playing", False)
     _set("candidate", 0)
+    _set("node", None)
     _set("masked", [])
     _set("pins", [])
     _set("forced", [])
@@ -91,6 +93,11 @@ def _apply_url(names: list[str]) -> None:
         except ValueError:
             continue
         _set(name, min(max(value, 1), hi))
+    if "node" in changed or (first and incoming["node"] is not None):
+        try:
+            _set("node", max(int(incoming["node"] or ""), 1) - 1)
+        except ValueError:
+            _set("url_problem", f"the link's beam node {incoming['node']!r} is not a number")
     if first or any(key in changed for key in views.INTERVENTION_URL_KEYS):
         _apply_url_intervention(incoming)
     _set("synced", {key: value for key, value in incoming.items() if value is not None})
@@ -119,12 +126,14 @@ def _sync_url(request: views.Request, t: int | None = None) -> None:
         want["target"] = request.target
     if request.mode == "beam":
         want["width"] = str(request.beam_width)
+        if request.node is not None:
+            want["node"] = str(request.node + 1)
     want["step"] = str(t) if t is not None else st.query_params.get("step", "1")
     want.update(views.intervention_query(request.intervention))
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
-    for key in ("target", "width") + views.INTERVENTION_URL_KEYS:
+    for key in ("target", "width", "node") + views.INTERVENTION_URL_KEYS:
         if key not in want and key in st.query_params:
             del st.query_params[key]
     _set("synced", want)
@@ -189,6 +198,12 @@ def _stop_playing() -> None:
     _set("playing", False)
 
 
+def _on_candidate() -> None:
+    """A candidate picked in the table replaces a beam-tree node."""
+    _set("playing", False)
+    _set("node", None)
+
+
 def _on_slider(version: int) -> None:
     """The user moved the step slider. Only the slider on screen counts: whenever the step changes any
     other way the slider gets a new key, so a value a lagging browser sends for an older one is ignored."""
@@ -250,9 +265,7 @@ def _clear_interventions() -> None:
 # --- computing (cached per session; the step panel never recomputes) ------------------------------
 
 def _candidates(request: views.Request) -> list:
-    key = ("explore-beam", common.model_key(request.model), request.text, request.beam_width)
-    return common.cached(key, lambda: views.candidates(common.get_model(request.model), request.text,
-                                                       request.beam_width))
+    return list(beam_panel.record(request).candidates)
 
 
 def _trace(request: views.Request) -> Trace:
@@ -262,9 +275,9 @@ def _trace(request: views.Request) -> Trace:
         if not request.target.strip():
             raise ExplorerError("teacher-forced mode needs a target: type the output to force")
         return common.cached_trace(request.model, request.text, request.intervention, request.target)
-    beam = _candidates(request)
+    record = beam_panel.record(request)
     key = ("explore-trace", common.model_key(request.model), request)
-    return common.cached(key, lambda: views.request_trace(common.get_model(request.model), request, beam))
+    return common.cached(key, lambda: views.request_trace(common.get_model(request.model), request, record=record))
 
 
 # --- small display helpers ------------------------------------------------------------------------
@@ -390,10 +403,12 @@ def render() -> None:
     _guarded(_summary, bundle, request, tr)
     if request.mode == "beam":
         _guarded(_beam_table, bundle, request)
+        _guarded(beam_panel.render, bundle, request)
     _set("compute_ms", compute_ms)
     playing = bool(_state("playing"))
     panel = st.fragment(_step_panel, run_every=PLAY_SECONDS if playing else None)
     panel(request, bundle.model.cfg.cell, bundle.model.cfg.attn_dim)
+    _guarded(neighbours_panel.render, request.model, tr, int(_state("step", 1)))
     _guarded(_what_if, bundle, request, tr, original)
     _guarded(_downloads, tr)
 
@@ -433,6 +448,7 @@ def _decode(bundle) -> tuple[views.Request, Trace | None, Trace | None]:
         request = views.Request(model=_state("model"), text=_state("input") or "", mode=_state("mode"),
                                 target=_state("target") or "", beam_width=int(_state("beam_width", 3)),
                                 candidate=int(_state("candidate", 0)), intervention=_intervention())
+        request = replace(request, node=beam_panel.selected_node(request))
         tr = _trace(request)
         original = tr if request.intervention.is_identity else _trace(request.original)
         _set("good", request)
@@ -475,6 +491,8 @@ def _summary(bundle, request: views.Request, tr: Trace) -> None:
     cols = st.columns([7, 7, 4, 3])  # [4, 4, 2, 2] cut "Alignment accuracy" at 1300 px
     label = {"greedy": "Output (greedy)", "beam": f"Beam candidate #{request.candidate + 1}",
              "teacher": "Forced target"}[request.mode]
+    if request.node is not None:
+        label = f"Beam tree node {request.node + 1}: its prefix"
     cols[0].metric(label, out if out else "∅ (empty)")
     if truth is not None:
         ok = truth == out
@@ -504,7 +522,7 @@ def _beam_table(bundle, request: views.Request) -> None:
     if _state("candidate", 0) >= len(options):
         _set("candidate", 0)
     st.radio("Step through candidate", options, key=K + "candidate", horizontal=True,
-             format_func=lambda n: f"#{n + 1}: {frame['output'][n] or '∅'}", on_change=_stop_playing)
+             format_func=lambda n: f"#{n + 1}: {frame['output'][n] or '∅'}", on_change=_on_candidate)
 
 
 # --- the step panel (a fragment) ------------------------------------------------------------------

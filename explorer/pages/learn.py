@@ -18,7 +18,7 @@ from explorer.errors import ExplorerError
 from explorer.figures import lessons as lfig
 from explorer.figures.compare import accuracy_by_length_figure
 from explorer.figures.style import plotly_config
-from explorer.pages import common, presenter
+from explorer.pages import common, presenter, score_twins
 from explorer.pages.learn_text import LANGUAGES, text
 
 LESSON_RNN = "lesson-rnn"  # the page's own tiny tanh RNN (not in the model registry)
@@ -419,6 +419,7 @@ def section_attention(t: dict, lang: str) -> None:
                        key="learn_fig_heatmap", config=plotly_config("attention"))
     if name != LESSON_RNN:
         common.explore_link(t["s6_explore"], name, source, step)
+    score_twins.scaling_note(t)
 
 
 SECTIONS = (section_sampling, section_rnn, section_sharing, section_encoder_decoder, section_bottleneck,
