@@ -31,6 +31,7 @@ from torch import nn
 from .bundle import ModelBundle
 from .devices import model_device
 from .errors import ExplorerError
+from .limits import LIMITS, Limits, check_memory_budget, memory_budget, training_memory
 from .registry import freeze
 from .tasks import TaskSpec
 from .train import (DataSource, Metrics, Pair, Progress, TaskData, Trainer, TrainConfig, collate, evaluate,
@@ -42,43 +43,6 @@ log = logging.getLogger(__name__)
 NEW, RUNNING, STOPPED, FINISHED, FAILED = "new", "running", "stopped", "finished", "failed"
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one job may ask for (a shared server has 2 cores and many visitors)."""
-
-    max_hidden: int = 512
-    max_embed: int = 512
-    max_attn_dim: int = 512
-    max_layers: int = 3
-    max_steps: int = 50_000
-    max_batch: int = 1024
-    max_seq_len: int = 50  # toy-task source length
-    max_alphabet: int = 64
-    max_tsv_bytes: int = 20_000_000
-    max_tokens: int = 40  # translation sentence length in subword pieces
-
-    def check(self, model_options: dict[str, Any], cfg: TrainConfig, spec: TaskSpec | None = None) -> None:
-        """Raise ExplorerError naming every setting over its limit."""
-        problems = []
-        for key, limit in (("hidden", self.max_hidden), ("embed", self.max_embed),
-                           ("attn_dim", self.max_attn_dim), ("layers", self.max_layers)):
-            value = model_options.get(key)
-            if value is not None and value > limit:
-                problems.append(f"{key} is {value}; the limit is {limit}")
-        if cfg.steps > self.max_steps:
-            problems.append(f"{cfg.steps:,} steps; the limit is {self.max_steps:,}")
-        if cfg.batch_size > self.max_batch:
-            problems.append(f"batch size {cfg.batch_size}; the limit is {self.max_batch}")
-        if spec is not None and spec.name != "dates":
-            if spec.max_len > self.max_seq_len:
-                problems.append(f"length up to {spec.max_len}; the limit is {self.max_seq_len}")
-            if len(spec.alphabet) > self.max_alphabet:
-                problems.append(f"{len(spec.alphabet)} symbols; the limit is {self.max_alphabet}")
-        if problems:
-            raise ExplorerError("too large for this server: " + "; ".join(problems))
-
-
-LIMITS = Limits()
 TRAINING_THREADS = max(1, int(os.environ.get("EXPLORER_TRAINING_THREADS", 1)))
 
 
@@ -224,6 +188,7 @@ class TrainingJob:
             raise ExplorerError(f"{bundle.name} is shared by every session and read-only: train a private copy")
         self.name = bundle.name
         self.publish = publish
+        self.memory = 0  # bytes, estimated by the job's maker (limits.training_memory) for the registry's budget
         self._bundle = bundle  # live: only the training thread touches it after start()
         self._data = _Watched(data, probe)
         self._stop = threading.Event()
@@ -465,7 +430,16 @@ def task_job(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Trai
     if probe is not None:
         bundle.prepare(probe)  # an unusable probe is refused now, with the reason
     data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
-    return TrainingJob(bundle, data, cfg, probe=probe, publish=publish)
+    job = TrainingJob(bundle, data, cfg, probe=probe, publish=publish)
+    job.memory = _job_memory(bundle, cfg, 0, 2 * spec.max_len + 2)
+    return job
+
+
+def _job_memory(bundle: ModelBundle, cfg: TrainConfig, tsv_bytes: int, tokens: int) -> int:
+    """The job's memory estimate (limits.training_memory) from its model and data."""
+    mc = bundle.model.cfg
+    return training_memory(tsv_bytes, bundle.parameter_count, cfg.batch_size, tokens, mc.memory_size, mc.layers,
+                           separate_process=False)
 
 
 def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: TrainConfig,
@@ -481,6 +455,8 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
     if max_tokens > limits.max_tokens:
         raise ExplorerError(f"sentences of up to {max_tokens} tokens; the limit is {limits.max_tokens}")
     limits.check(model_options, cfg)
+    # the file's parse is the big cost: refused before it starts when the server's budget lacks room
+    registry().check_memory(training_memory(len(tsv), separate_process=False))
     bundle, data, _ = translation_setup(tsv, name, model_options, seed=cfg.seed, max_tokens=max_tokens,
                                         min_freq=min_freq)
     if epochs is not None:
@@ -490,7 +466,9 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
             raise ExplorerError(f"{epochs:g} epochs of {n:,} pairs is {steps:,} steps; the limit is "
                                 f"{limits.max_steps:,}")
         cfg = replace(cfg, steps=steps, eval_every=eval_interval(steps, cfg.eval_every))
-    return TrainingJob(bundle, data, cfg, publish=publish)
+    job = TrainingJob(bundle, data, cfg, publish=publish)
+    job.memory = _job_memory(bundle, cfg, len(tsv), 2 * max_tokens + 2)
+    return job
 
 
 def training_pairs(data: DataSource) -> int:
@@ -518,6 +496,7 @@ class JobRegistry:
     gone_grace: float = 30.0  # seconds a session may be disconnected (a reconnect) before its job stops
     reap_interval: float = 5.0
     session_alive: Callable[[str], bool | None] | None = None
+    memory_budget: int = field(default_factory=memory_budget)  # bytes for all running jobs together
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _reaper: threading.Thread | None = None
@@ -549,9 +528,20 @@ class JobRegistry:
             if others >= self.max_running:
                 raise ExplorerError(f"the server is busy: {others} trainings are running (the limit is "
                                     f"{self.max_running}); try again in a minute")
+            check_memory_budget(job.memory, self._running_memory(session_id), self.memory_budget)
             job.touch()
             self._entries[session_id] = _Entry(job)
         self._ensure_reaper()
+
+    def _running_memory(self, but: str | None = None) -> list[int]:
+        """The memory estimates of the running jobs (all but session `but`'s); call with the lock held."""
+        return [e.job.memory for sid, e in self._entries.items() if sid != but and e.job.state == RUNNING]
+
+    def check_memory(self, estimate: int) -> None:
+        """ExplorerError when a job of `estimate` bytes would not fit beside the running ones now."""
+        with self._lock:
+            running = self._running_memory()
+        check_memory_budget(estimate, running, self.memory_budget)
 
     def forget(self, session_id: str) -> None:
         with self._lock:
@@ -625,7 +615,8 @@ _REGISTRY_LOCK = threading.Lock()
 
 def registry() -> JobRegistry:
     """The process-wide registry (all sessions of one server). Operators (and tests) can set
-    EXPLORER_MAX_TRAININGS, EXPLORER_TRAINING_IDLE_SECONDS and EXPLORER_TRAINING_GONE_SECONDS."""
+    EXPLORER_MAX_TRAININGS, EXPLORER_TRAINING_IDLE_SECONDS, EXPLORER_TRAINING_GONE_SECONDS and
+    EXPLORER_TRAINING_MEMORY_MB (limits.memory_budget)."""
     global _REGISTRY
     with _REGISTRY_LOCK:
         if _REGISTRY is None:
