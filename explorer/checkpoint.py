@@ -24,7 +24,7 @@ from safetensors.torch import save as st_save
 from . import storage
 from .bundle import ModelBundle
 from .errors import ExplorerError
-from .header import MAX_HEADER_BYTES, check_info, check_tensors, parse_json
+from .header import MAX_HEADER_BYTES, JsonRefused, check_info, check_tensors, parse_json
 from .model import Seq2Seq, seeded_model
 from .subwords import SubwordTokenizer
 from .vocab import Vocab
@@ -171,9 +171,10 @@ def from_bytes(data: bytes, name: str, source: str = "upload") -> ModelBundle:
         header = parse_json(data[8: 8 + header_len], "header")
         meta = header.get("__metadata__") or {}
         info = parse_json(meta["explorer"], "config")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        detail = f" ({exc})" if isinstance(exc, ValueError) and "limit" in str(exc) else ""
-        raise ExplorerError(f"{source} is a safetensors file without an Attention Explorer config{detail}") from None
+    except JsonRefused as exc:
+        raise ExplorerError(f"{source} has an invalid config: {exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ExplorerError(f"{source} is a safetensors file without an Attention Explorer config") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         shown = str(info.get("format"))[:40] if isinstance(info, dict) else None
         raise ExplorerError(f"{source} has an unknown checkpoint format {shown!r}")

@@ -65,18 +65,22 @@ def json_depth(raw: bytes) -> int:
     return int(np.cumsum(steps).max())
 
 
+class JsonRefused(ValueError):
+    """JSON over a bound (size, depth) or with a constant JSON does not allow (NaN, Infinity)."""
+
+
 def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows")
+    raise JsonRefused(f"{name} is not a number JSON allows")
 
 
 def parse_json(raw: bytes | str, what: str) -> Any:
     """JSON of bounded size and depth, NaN and Infinity refused; ValueError otherwise."""
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
     if len(data) > MAX_HEADER_BYTES:
-        raise ValueError(f"the {what} is {len(data):,} bytes (limit {MAX_HEADER_BYTES:,})")
+        raise JsonRefused(f"the {what} is {len(data):,} bytes (limit {MAX_HEADER_BYTES:,})")
     depth = json_depth(data)
     if depth > MAX_JSON_DEPTH:
-        raise ValueError(f"the {what} nests {depth} levels deep (limit {MAX_JSON_DEPTH})")
+        raise JsonRefused(f"the {what} nests {depth} levels deep (limit {MAX_JSON_DEPTH})")
     return json.loads(data, parse_constant=_no_constants)
 
 
