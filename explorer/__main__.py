@@ -8,6 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from .cli_checks import check_args
 from .errors import ExplorerError
 
 if TYPE_CHECKING:  # torch is imported by the commands that need it (startup time)
@@ -200,14 +201,18 @@ def _train_rank(args: argparse.Namespace, world, threads: int) -> int:
     import torch
 
     from . import checkpoint
+    import contextlib
+
     from .recipes import train_from_args
     torch.set_num_threads(threads)
     quiet = args.quiet or not world.leader
-    bundle, result = train_from_args(args, on_eval=_progress_printer(quiet), on_step=_device_notice(world.device, quiet),
-                                     device=world.device, world=world)
-    if not world.leader:
-        return 0
-    path = checkpoint.save(bundle, args.out, half=args.half)
+    # rank 0 writes: a second training to the same --out is refused now, not overwritten at its end
+    with checkpoint.writer(args.out) if world.leader else contextlib.nullcontext():
+        bundle, result = train_from_args(args, on_eval=_progress_printer(quiet),
+                                         on_step=_device_notice(world.device, quiet), device=world.device, world=world)
+        if not world.leader:
+            return 0
+        path = checkpoint.save(bundle, args.out, half=args.half)
     m = result.metrics
     print(json.dumps({"checkpoint": str(path), "device": world.device.type, "processes": result.processes,
                       "steps": result.steps, "examples": result.examples, "seconds": round(result.seconds, 2),
@@ -298,9 +303,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = {"train": cmd_train, "eval": cmd_eval, "trace": cmd_trace,
                "translate": cmd_translate, "info": cmd_info}[args.command]
     try:
+        check_args(args)
         return handler(args)
     except ExplorerError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("error: out of memory: try a smaller model, batch, beam or file", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the system refused (disk full, permissions): the user's to fix, not a bug
+        where = f" ({str(exc.filename)[:120]})" if exc.filename else ""
+        print(f"error: {exc.strerror or type(exc).__name__}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from .bundle import ModelBundle
 from .decoding import batch_sources, beam_search, greedy_batch, strip_output
 from .errors import ExplorerError
+from .limits import check_beam, check_lengths, check_samples
 from .tasks import make_task
 from .train import Pair, evaluate
 from .vocab import EOS_ID
@@ -19,10 +20,15 @@ def task_pairs(bundle: ModelBundle, samples: int, seed: int, min_len: int | None
     """Fresh examples of the bundle's task (optionally over another length range) as id pairs."""
     if bundle.task is None:
         raise ExplorerError(f"{bundle.name} is a translation model: give --data FILE.tsv")
+    check_samples(samples)
     spec = bundle.task
     if min_len is not None or max_len is not None:
         lo = min_len if min_len is not None else spec.min_len
         hi = max_len if max_len is not None else max(spec.max_len, lo)
+        cfg = bundle.model.cfg
+        longest = min(cfg.max_src_len, cfg.max_tgt_len - 1)
+        if spec.name != "dates":
+            check_lengths(lo, hi, longest)
         spec = replace(spec, min_len=lo, max_len=hi)
     task = make_task(spec)
     examples = task.sample(random.Random(seed), samples)
@@ -43,6 +49,7 @@ def accuracy_by_length(bundle: ModelBundle, lengths: Sequence[int], samples: int
 
 def translate_ids(bundle: ModelBundle, sources: Sequence[Sequence[int]], beam: int = 1) -> list[list[int]]:
     """Output ids (without <eos>) for many inputs: batched greedy, or beam search one by one."""
+    check_beam(beam)
     if beam <= 1:
         out = greedy_batch(bundle.model, sources)
         return [strip_output(row) for row in out.ids.tolist()]

@@ -35,6 +35,7 @@ from .bundle import ModelBundle
 from .devices import model_device
 from .distributed import usable_cores
 from .errors import ExplorerError
+from .limits import LIMITS, Limits, check_memory_budget, memory_budget, training_memory
 from .registry import freeze
 from .tasks import TaskSpec
 from .train import DataSource, Pair, TrainConfig, collate, token_loss
@@ -45,43 +46,6 @@ log = logging.getLogger(__name__)
 NEW, QUEUED, RUNNING, STOPPED, FINISHED, FAILED = "new", "queued", "running", "stopped", "finished", "failed"
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one job may ask for (a shared server has 2 cores and many visitors)."""
-
-    max_hidden: int = 512
-    max_embed: int = 512
-    max_attn_dim: int = 512
-    max_layers: int = 3
-    max_steps: int = 50_000
-    max_batch: int = 1024
-    max_seq_len: int = 50  # toy-task source length
-    max_alphabet: int = 64
-    max_tsv_bytes: int = 20_000_000
-    max_tokens: int = 40  # translation sentence length in subword pieces
-
-    def check(self, model_options: dict[str, Any], cfg: TrainConfig, spec: TaskSpec | None = None) -> None:
-        """Raise ExplorerError naming every setting over its limit."""
-        problems = []
-        for key, limit in (("hidden", self.max_hidden), ("embed", self.max_embed),
-                           ("attn_dim", self.max_attn_dim), ("layers", self.max_layers)):
-            value = model_options.get(key)
-            if value is not None and value > limit:
-                problems.append(f"{key} is {value}; the limit is {limit}")
-        if cfg.steps > self.max_steps:
-            problems.append(f"{cfg.steps:,} steps; the limit is {self.max_steps:,}")
-        if cfg.batch_size > self.max_batch:
-            problems.append(f"batch size {cfg.batch_size}; the limit is {self.max_batch}")
-        if spec is not None and spec.name != "dates":
-            if spec.max_len > self.max_seq_len:
-                problems.append(f"length up to {spec.max_len}; the limit is {self.max_seq_len}")
-            if len(spec.alphabet) > self.max_alphabet:
-                problems.append(f"{len(spec.alphabet)} symbols; the limit is {self.max_alphabet}")
-        if problems:
-            raise ExplorerError("too large for this server: " + "; ".join(problems))
-
-
-LIMITS = Limits()
 TRAINING_THREADS = max(1, int(os.environ.get("EXPLORER_TRAINING_THREADS", 1)))
 
 
@@ -297,6 +261,7 @@ class TrainingJob:
         self._first = bundle  # the untrained model, shown until the first evaluation
         self._cfg = cfg
         self._probe, self._probe_text = probe, probe_text
+        self.memory = 0  # bytes, estimated by the job's maker (limits.training_memory) for the registry's budget
         self._lock = threading.Lock()
         self._ended = threading.Event()
         self._ended.set()
@@ -552,7 +517,15 @@ def task_job(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Trai
     cfg = task_config(cfg, task)
     if probe is not None:
         bundle.prepare(probe)  # an unusable probe is refused now, with the reason
-    return TrainingJob(recipe, bundle, cfg, probe or task.examples()[0], probe=probe, publish=publish)
+    job = TrainingJob(recipe, bundle, cfg, probe or task.examples()[0], probe=probe, publish=publish)
+    job.memory = _job_memory(bundle, cfg, 0, 2 * spec.max_len + 2)
+    return job
+
+
+def _job_memory(bundle: ModelBundle, cfg: TrainConfig, tsv_bytes: int, tokens: int) -> int:
+    """The job's memory estimate (limits.training_memory) from its model and data: its own process."""
+    mc = bundle.model.cfg
+    return training_memory(tsv_bytes, bundle.parameter_count, cfg.batch_size, tokens, mc.memory_size, mc.layers)
 
 
 def bundle_job(bundle: ModelBundle, cfg: TrainConfig, probe: str | None = None,
@@ -583,6 +556,8 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
     if max_tokens > limits.max_tokens:
         raise ExplorerError(f"sentences of up to {max_tokens} tokens; the limit is {limits.max_tokens}")
     limits.check(model_options, cfg)
+    # the file's parse is the big cost: refused before it starts when the server's budget lacks room
+    registry().check_memory(training_memory(len(tsv)))
     recipe = job_process.Recipe(name, dict(model_options), tsv=tsv, max_tokens=max_tokens, min_freq=min_freq,
                                 seed=cfg.seed)
     bundle, data = recipe.build()
@@ -593,7 +568,9 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
             raise ExplorerError(f"{epochs:g} epochs of {n:,} pairs is {steps:,} steps; the limit is "
                                 f"{limits.max_steps:,}")
         cfg = replace(cfg, steps=steps, eval_every=eval_interval(steps, cfg.eval_every))
-    return TrainingJob(recipe, bundle, cfg, data.probe_text(), publish=publish)
+    job = TrainingJob(recipe, bundle, cfg, data.probe_text(), publish=publish)
+    job.memory = _job_memory(bundle, cfg, len(tsv), 2 * max_tokens + 2)
+    return job
 
 
 def training_pairs(data: DataSource) -> int:
@@ -622,6 +599,7 @@ class JobRegistry:
     gone_grace: float = 30.0  # seconds a session may be disconnected (a reconnect) before its job stops
     reap_interval: float = 5.0
     session_alive: Callable[[str], bool | None] | None = None
+    memory_budget: int = field(default_factory=memory_budget)  # bytes for all running jobs together
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _reaper: threading.Thread | None = None
@@ -662,6 +640,7 @@ class JobRegistry:
             current = self._entries.get(session_id)
             if current is not None and current.job is not job and current.job.state in (RUNNING, QUEUED):
                 raise ExplorerError("this session is already training a model: stop it first")
+            check_memory_budget(job.memory, self._committed_memory(session_id), self.memory_budget)
             job.touch()
             job.gate = self
             self._entries[session_id] = _Entry(job)
@@ -690,6 +669,16 @@ class JobRegistry:
                 self._slots.add(id(nxt))
         if nxt is not None:
             nxt._launch()
+
+    def _committed_memory(self, but: str | None = None) -> list[int]:
+        """The memory estimates of the running and queued jobs (all but session `but`'s); call with the lock held."""
+        return [e.job.memory for sid, e in self._entries.items() if sid != but and e.job.state in (RUNNING, QUEUED)]
+
+    def check_memory(self, estimate: int) -> None:
+        """ExplorerError when a job of `estimate` bytes would not fit beside the running and queued ones now."""
+        with self._lock:
+            committed = self._committed_memory()
+        check_memory_budget(estimate, committed, self.memory_budget)
 
     def forget(self, session_id: str) -> None:
         with self._lock:
@@ -764,7 +753,8 @@ _REGISTRY_LOCK = threading.Lock()
 
 def registry() -> JobRegistry:
     """The process-wide registry (all sessions of one server). Operators (and tests) can set
-    EXPLORER_MAX_TRAININGS, EXPLORER_TRAINING_IDLE_SECONDS and EXPLORER_TRAINING_GONE_SECONDS."""
+    EXPLORER_MAX_TRAININGS, EXPLORER_TRAINING_IDLE_SECONDS, EXPLORER_TRAINING_GONE_SECONDS and
+    EXPLORER_TRAINING_MEMORY_MB (limits.memory_budget)."""
     global _REGISTRY
     with _REGISTRY_LOCK:
         if _REGISTRY is None:

@@ -18,11 +18,11 @@ import pandas as pd
 from .bundle import ModelBundle, Prepared
 from .decoding import BeamRecord, Candidate, beam_record
 from .errors import ExplorerError
+from .limits import MAX_BEAM_WIDTH
 from .trace import Intervention, Trace, trace
 from .vocab import EOS, UNK
 
 MODES: dict[str, str] = {"greedy": "Greedy", "beam": "Beam search", "teacher": "Teacher-forced"}
-MAX_BEAM_WIDTH = 10
 
 # Short, common sentences for translation models (kept when the model knows every word). The first
 # is the default input: French puts the adjective after the noun, which the heatmap shows.
