@@ -190,6 +190,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         finally:
             distributed.leave()
     processes = distributed.processes_wanted(args.processes if device.type == "cpu" else args.processes or 1)
+    if args.processes is None and not distributed.can_fork():
+        processes = 1  # the default where this process cannot fork ranks (main() called from a threaded program)
     if processes > 1 and device.type != "cpu":
         raise ExplorerError("--processes is for the CPU: train on several GPUs with torchrun --nproc-per-node N")
     threads = args.threads or max(1, idle // processes)

@@ -117,3 +117,22 @@ def test_no_models_is_a_message(tmp_path, monkeypatch):
         at = app_test_run()
         no_exception(at)
         assert any("No model yet" in i.value for i in at.info)
+
+
+def test_the_shipped_translation_twins_draw_bleu_by_sentence_length():
+    """The real shipped folder: eng-fra and eng-fra-none's stored curves, drawn without computing anything."""
+    at = app_test_run()
+    no_exception(at)
+    spec = json.loads(next(c for c in at.get("plotly_chart") if "compare_fig_bleu" in c.proto.id).proto.spec)
+    stored = {c.model: c for c in comparison_curves()}
+    assert {t["name"] for t in spec["data"]} == {f"{m} ({c.attention})" for m, c in stored.items()}
+    for trace_ in spec["data"]:
+        curve = stored[trace_["name"].split(" ")[0]]
+        assert list(trace_["y"]) == [r["bleu"] for r in curve.rows]
+    attends, plain = stored["eng-fra"].rows, stored["eng-fra-none"].rows
+    assert attends[-1]["bleu"] > plain[-1]["bleu"]  # the bottleneck at the longest sentences
+
+
+def comparison_curves():
+    from explorer import checkpoint
+    return [c for n in ("eng-fra", "eng-fra-none") if (c := comparison.stored_bleu_curve(checkpoint.resolve(n)))]

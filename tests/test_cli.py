@@ -270,3 +270,19 @@ def test_a_bad_option_exits_2_with_one_line(cli_checkpoint, tmp_path, capsys, ar
         rc = exc.code
     assert_refused(rc, *capsys.readouterr(), message)
     assert list(tmp_path.iterdir()) == [], "nothing was written"
+
+
+def test_default_processes_fall_back_to_one_where_ranks_cannot_be_forked(tmp_path, monkeypatch, capsys):
+    """main() called from a threaded program (a test runner, a notebook) trains in one process by default
+    instead of refusing; an explicit --processes 2 is still refused there with one line."""
+    from explorer import distributed
+    from explorer.__main__ import main
+    monkeypatch.setattr(distributed, "can_fork", lambda: False)
+    monkeypatch.setattr(distributed, "usable_cores", lambda: 2)
+    out = tmp_path / "rev"
+    assert main(["train", "--task", "reverse", "--min-len", "2", "--max-len", "4", "--steps", "3",
+                 "--eval-every", "3", "--quiet", "--out", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["processes"] == 1
+    assert main(["train", "--task", "reverse", "--steps", "3", "--processes", "2", "--quiet",
+                 "--out", str(tmp_path / "two")]) == 2
+    assert "one thread" in capsys.readouterr().err

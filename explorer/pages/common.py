@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import Any
 
 import streamlit as st
@@ -98,17 +100,17 @@ def accuracy_curve(name: str, lengths: tuple[int, ...] | None = None, samples: i
                   lambda: comparison.length_curve(get_model(name), lengths, samples, seed))
 
 
-@st.cache_resource(show_spinner=False)
 def shipped_bleu_curves() -> list:
-    """The stored BLEU-by-length curves of the shipped translation models (read once per server)."""
+    """The stored BLEU-by-length curves of the shipped translation models (read once per server and folder)."""
     from explorer import checkpoint
+    return _stored_bleu_curves(str(checkpoint.PRETRAINED_DIR), tuple(shipped_model_names()))
+
+
+@st.cache_resource(show_spinner=False)
+def _stored_bleu_curves(folder: str, names: tuple[str, ...]) -> list:
     from explorer.comparison import stored_bleu_curve
-    curves = []
-    for name in shipped_model_names():
-        curve = stored_bleu_curve(checkpoint.resolve(name))
-        if curve is not None:
-            curves.append(curve)
-    return curves
+    curves = [stored_bleu_curve(Path(folder) / f"{name}.safetensors") for name in names]
+    return [c for c in curves if c is not None]
 
 
 def explore_link(label: str, model: str, text: str, step: int | None = None) -> None:

@@ -118,7 +118,7 @@ def sentence_section() -> None:
     metric = st.radio("Score", ["bleu", "chrf"], key="compare_bleu_metric", horizontal=True,
                       format_func={"bleu": "BLEU", "chrf": "chrF"}.get)
     common.chart(st, bleu_by_length_figure(curves, metric), key="compare_fig_bleu", config=plotly_config("bleu"))
-    table = pd.DataFrame([{"model": c.model, "attention": c.attention,
+    table = pd.DataFrame([{"model": c.model, "score function": c.attention,
                            "source words": f"{r['lo']}–{r['hi']}" if r["hi"] < 1000 else f"{r['lo']}+",
                            "sentences": r["n"], "BLEU": r["bleu"], "chrF": r["chrf"]} for c in curves for r in c.rows])
     with st.expander("The numbers"):
