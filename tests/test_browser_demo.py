@@ -18,7 +18,8 @@ import pytest
 
 from browser_support import chromium, clipped_text, open_app, require_browser, streamlit_server, wait_charts, wait_idle
 
-SHOTS = Path(os.environ.get("EXPLORER_SHOTS") or ("/work/runs/demo" if Path("/work/runs").is_dir() else ""))
+_SHOTS = os.environ.get("EXPLORER_SHOTS") or ("/work/runs/demo" if Path("/work/runs").is_dir() else "")
+SHOTS = Path(_SHOTS) if _SHOTS else None  # None: screenshots stay in the test's temporary folder only
 LONG = "Yesterday my old friend and I walked to the station because it was raining and we had no car."
 PAGES = {
     "explore": "?model=eng-fra&input=" + LONG.replace(" ", "+"),
@@ -82,7 +83,7 @@ def legend_collisions(page) -> list[str]:
 
 def shoot(page, name: str, tmp_path: Path) -> None:
     page.screenshot(path=str(tmp_path / f"{name}.png"))
-    if str(SHOTS):
+    if SHOTS is not None:  # Path("") would have been the working directory: the repository's root
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"{name}.png"))
 
