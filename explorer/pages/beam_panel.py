@@ -101,8 +101,8 @@ def render(bundle, request: views.Request) -> None:
                "Click a node to step through its prefix below.")
     names = bundle.tgt_vocab.tokens
     fig = beam_tree_figure(rec, names, selected=node, title=None)
-    st.plotly_chart(fig, key=CHART, on_select=lambda: _on_click(rec), selection_mode="points", theme=None,
-                    config=plotly_config("beam-tree"))
+    common.chart(st, fig, key=CHART, on_select=lambda: _on_click(rec), selection_mode="points",
+                 config=plotly_config("beam-tree"))
     if node is None:
         st.caption(f"{len(rec.nodes)} nodes over {rec.steps} steps, "
                    f"{sum(n.pruned for n in rec.nodes)} pruned, {len(rec.candidates)} candidates.")

@@ -69,7 +69,7 @@ def curve_section(names: list[str]) -> None:
     else:  # a session model may have gone away
         st.session_state["compare_curve_models"] = [n for n in st.session_state["compare_curve_models"]
                                                     if n in eligible]
-    left, right = st.columns([3, 2])
+    left, right = st.container(), st.container()  # the twins' names fill a 1024-pixel row on their own
     chosen = left.multiselect("Models", eligible, key="compare_curve_models",
                               format_func=lambda n: f"{n} ({common.get_model(n).model.cfg.attention})")
     metric = right.radio("Score", list(METRIC_LABELS), key="compare_metric", horizontal=True,
