@@ -47,15 +47,8 @@ def selected_node(request: views.Request) -> int | None:
 
 
 def _clicked(event: Any) -> int | None:
-    try:
-        points = event["selection"]["points"]
-    except (KeyError, TypeError):
-        return None
-    for point in points or []:
-        data = point.get("customdata")
-        if isinstance(data, dict):  # a typed array from the browser: {"0": index, ...}
-            data = [data.get("0")]
-        if data is not None and len(data) >= 1 and data[0] is not None:
+    for _, data in common.selected_points(event):
+        if data and data[0] is not None:
             return int(data[0])
     return None
 

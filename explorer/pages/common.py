@@ -113,6 +113,22 @@ def _stored_bleu_curves(folder: str, names: tuple[str, ...]) -> list:
     return [c for c in curves if c is not None]
 
 
+def selected_points(event: Any) -> list[tuple[dict, list]]:
+    """The points of a chart's selection event, each with its customdata as a list ([] when absent): the
+    browser sends a typed array as {"0": a, "1": b, ...}, AppTest and older clients a list."""
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError):
+        return []
+    out = []
+    for point in points or []:
+        data = point.get("customdata")
+        if isinstance(data, dict):
+            data = [data.get(str(k)) for k in range(len(data))]
+        out.append((point, list(data) if data is not None else []))
+    return out
+
+
 def explore_link(label: str, model: str, text: str, step: int | None = None) -> None:
     """A link that opens the Explore page on this model, input and decoder step (1-based, as Explore reads it)."""
     from explorer.pages import explore

@@ -213,15 +213,8 @@ def _on_slider(version: int) -> None:
 
 def _selected_cell(event: Any) -> tuple[int, int] | None:
     """(t, i), 0-based, of the clicked heatmap cell, or None when nothing is selected."""
-    try:
-        points = event["selection"]["points"]
-    except (KeyError, TypeError):
-        return None
-    for point in points or []:
-        data = point.get("customdata")
-        if isinstance(data, dict):  # the browser sends a typed array as {"0": t, "1": i, ...}
-            data = [data.get("0"), data.get("1")]
-        if data is not None and len(data) >= 2 and data[0] is not None and data[1] is not None:
+    for point, data in common.selected_points(event):
+        if len(data) >= 2 and data[0] is not None and data[1] is not None:
             return int(data[0]), int(data[1])
         label = point.get("y")
         if isinstance(label, str) and ":" in label:
