@@ -21,13 +21,16 @@ Sections (each runs in its own child process, one after the other, never in para
                  trains in several processes).
 - ``trace``      a full trace of a 30-token input against a plain greedy decode of it (``greedy_batch``),
                  shipped ``reverse`` model (or a fresh one of the same configuration), interleaved; medians.
+- ``neighbours`` the nearest-examples index (``explorer.neighbours``) of every checkpoint in the models folder:
+                 seconds to build it the first time in a fresh process (what the first visitor waits for),
+                 its size in memory, and a search's time (median); models without example pairs have none.
 - ``app``        server-side rerun times under ``AppTest``: the Explore page after changing the decoder step
                  (a full script rerun under AppTest; in a browser only the step fragment reruns) and after
                  typing a new input; medians.
 - ``coldstart``  ``streamlit run app.py`` headless, opened in headless Chromium: seconds from process start
                  until the Explore page has fully rendered (script idle, every Plotly chart drawn, no element
                  still a loading placeholder); after the last of three starts every shipped model is opened
-                 (``?model=NAME``) and the server's memory is read from /proc. Before each, in the same
+                 (``?model=NAME&nn=s1``: its nearest-examples index built too) and the server's memory is read from /proc. Before each, in the same
                  browser (a fresh context each time: nothing cached), a bare two-page Streamlit app drawing
                  one Plotly chart: Streamlit's own floor on this machine. Medians of the three.
 
@@ -355,6 +358,28 @@ def worker_trace(p: dict) -> dict:
             "reps": p["reps"]}
 
 
+def worker_neighbours(p: dict) -> dict:
+    threads = set_threads(p.get("threads"))
+    from explorer import checkpoint, neighbours
+
+    models = {}
+    for path in sorted(Path(p["models"]).glob("*.safetensors")):
+        bundle = checkpoint.load(path)
+        started = time.perf_counter()
+        try:
+            index = neighbours.build_index(bundle)
+        except Exception as e:  # noqa: BLE001 - a model without example pairs has no index; said so in the table
+            models[bundle.name] = {"error": str(e)[:120]}
+            continue
+        first = time.perf_counter() - started
+        query = index.decoder[len(index.decoder) // 2]
+        search = timed_reps({"nearest": lambda: neighbours.nearest(index, "s", query, k=5)}, p["reps"])
+        models[bundle.name] = {"build_s": first, "mb": index.nbytes / 1e6, "pairs": len(index.pairs),
+                               "rows": int(len(index.encoder) + len(index.decoder)),
+                               "search_ms": median(search["nearest"]["wall"]) * 1000}
+    return {"threads": threads, "models": models}
+
+
 def worker_app(p: dict) -> dict:
     import random
 
@@ -550,7 +575,7 @@ def worker_coldstart(p: dict) -> dict:
                         per_model = {}
                         for name in names:
                             t1 = time.perf_counter()
-                            page.goto(f"{url}/?model={name}")
+                            page.goto(f"{url}/?model={name}&nn=s1")  # its nearest-examples index too
                             page.wait_for_timeout(200)
                             page.wait_for_function(rendered, polling=50, timeout=300_000)
                             per_model[name] = round(time.perf_counter() - t1, 3)
@@ -567,7 +592,7 @@ def worker_coldstart(p: dict) -> dict:
             "exceptions_on_page": errors}
 
 
-WORKERS = {"train_ours": worker_train_ours, "train_ref": worker_train_ref, "throughput": worker_throughput,
+WORKERS = {"neighbours": worker_neighbours, "train_ours": worker_train_ours, "train_ref": worker_train_ref, "throughput": worker_throughput,
            "ddp": worker_ddp,
            "trace": worker_trace, "app": worker_app, "coldstart": worker_coldstart}
 
@@ -625,7 +650,7 @@ def ratio_text(ref: float, ours: float, ref_budget: float | None = None) -> str:
 def run_all(args: argparse.Namespace) -> dict:
     quick = args.quick
     seeds = list(range(args.seeds if args.seeds else (1 if quick else 3)))
-    sections = set(args.only or ["train", "long", "throughput", "ddp", "trace", "app", "coldstart"])
+    sections = set(args.only or ["train", "long", "throughput", "ddp", "trace", "neighbours", "app", "coldstart"])
     import torch
     from explorer.recipes import auto_threads
     from explorer.distributed import processes_wanted
@@ -680,13 +705,17 @@ def run_all(args: argparse.Namespace) -> dict:
                                    "rounds": 2 if quick else 5}, 900)
         log(f"  -> {res['ddp'].get('median', res['ddp'])}")
     folder, note = (None, None)
-    if sections & {"trace", "app", "coldstart"}:
+    if sections & {"trace", "neighbours", "app", "coldstart"}:
         folder, note = models_folder(args.models)
         out["models"] = note
     if "trace" in sections:
         log("trace")
         res["trace"] = spawn("trace", {**base, "models": str(folder), "reps": 30 if quick else 200}, 600)
         log(f"  -> {res['trace']}")
+    if "neighbours" in sections:
+        log("neighbours")
+        res["neighbours"] = spawn("neighbours", {**base, "models": str(folder), "reps": 5 if quick else 30}, 600)
+        log(f"  -> {res['neighbours']}")
     if "app" in sections:
         log("app (AppTest)")
         res["app"] = spawn("app", {"models": str(folder), "reps": 3 if quick else 6, "steps_per_input": 3},
@@ -784,6 +813,20 @@ def table(out: dict) -> str:
                           t["trace_cpu_ms"] <= 10 and t["trace_cpu_ms"] <= 1.5 * t["greedy_cpu_ms"])))
     elif "trace" in res:
         rows.append(("Trace", "", res["trace"]["error"][:80], "", "", "", "error"))
+    if "neighbours" in res and "error" not in res["neighbours"]:
+        built = {k: v for k, v in res["neighbours"]["models"].items() if "build_s" in v}
+        if built:
+            slowest = max(built, key=lambda k: built[k]["build_s"])
+            b = built[slowest]
+            without = len(res["neighbours"]["models"]) - len(built)
+            rows.append((f"Nearest-examples index, first build ({len(built)} models"
+                         + (f"; {without} keep no example pairs" if without else "") + "; slowest shown)", "< 1 s",
+                         f"{b['build_s']:.2f} s ({slowest}, {b['rows']:,} states, {b['mb']:.1f} MB); "
+                         f"all {sum(v['mb'] for v in built.values()):.1f} MB",
+                         f"search {max(v['search_ms'] for v in built.values()):.2f} ms (slowest model)", "", "",
+                         verdict(b["build_s"] < 1)))
+    elif "neighbours" in res:
+        rows.append(("Nearest-examples index", "", res["neighbours"]["error"][:80], "", "", "", "error"))
     if "app" in res and "error" not in res["app"]:
         a = res["app"]
         rows.append(("App: change the decoder step (AppTest: full rerun)", "≤ 150 ms",
@@ -881,7 +924,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=None,
                     help="training processes for ours (default: what `explorer train` picks; with 2, ours also "
                          "races in 1, like the reference)")
-    ap.add_argument("--only", nargs="+", choices=["train", "long", "throughput", "ddp", "trace", "app", "coldstart"])
+    ap.add_argument("--only", nargs="+", choices=["train", "long", "throughput", "ddp", "trace", "neighbours", "app", "coldstart"])
     ap.add_argument("--table", metavar="JSON", help="print the table of an earlier run's --json file and exit")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--params", help=argparse.SUPPRESS)
