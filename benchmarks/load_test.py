@@ -392,6 +392,8 @@ class ProtocolPage:
         msg = BackMsg()
         state = msg.rerun_script
         state.query_string = self.query
+        if page and not self.pages:  # the app's pages are known after its first run
+            await self.rerun()
         if page is not None:
             self.page_hash = self.pages.get(page, "")
         state.page_script_hash = self.page_hash
@@ -499,6 +501,7 @@ class ProtocolScenario(Scenario):
             s.errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
 
 
+TRAIN_STEPS = 20_000  # the protocol client's training: steps, with the stop at the target off
 TRAINING_RATE: dict = {}  # the protocol client's measurement of the training's steps per second
 
 
@@ -517,8 +520,11 @@ async def start_solo_training(url: str, args, op_timeout: float) -> "ProtocolPag
     page = ProtocolPage(url, op_timeout)
     await page.connect()
     await page.rerun(page="train")
-    state, _ = page.widget("train_start", trigger_value=True)
-    await page.rerun(widgets=[state])
+    # Long enough to outlast the solo window and the burst: no stop at the target, many steps.
+    states = [page.widget("train_use_target", bool_value=False)[0],
+              page.widget("train_steps", int_value=TRAIN_STEPS)[0],
+              page.widget("train_start", trigger_value=True)[0]]
+    await page.rerun(widgets=states)
     deadline = time.monotonic() + op_timeout
     first = None
     while first is None or first < 2:  # the process has started and trains
