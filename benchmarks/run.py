@@ -307,8 +307,9 @@ def worker_ddp(p: dict) -> dict:
                     step()
             world.sum([0.0])
             wall, cpu = time.perf_counter() - t0, _tree_cpu(os.getpid()) - c0
-            rates.setdefault(key, []).append(steps * batch / wall)
-            cpu_rates.setdefault(key, []).append(steps * batch / cpu)
+            if here:  # a rank that only waited may have used no measurable CPU time
+                rates.setdefault(key, []).append(steps * batch / wall)
+                cpu_rates.setdefault(key, []).append(steps * batch / cpu)
 
         for name, (ranks, solo) in sides.items():  # warm-up
             for _ in range(3):

@@ -18,6 +18,7 @@ from explorer.evaluation import task_pairs
 from explorer.recipes import train_task
 from explorer.tasks import TaskSpec, make_task
 from explorer.trace import Trace, trace
+from explorer import train
 from explorer.train import (TARGET_CHECK_GAP, Metrics, Pair, Progress, TaskData, Tally, TrainConfig, Trainer,
                            batch_loss, collate, evaluate, new_task_bundle, tally, token_loss)
 from explorer.vocab import EOS_ID, PAD_ID, SOS_ID
@@ -159,6 +160,41 @@ def test_a_stop_at_the_target_waits_until_other_fresh_samples_confirm_it(trained
     assert confirmations == [(1, 0.0), (1 + TARGET_CHECK_GAP, 0.0)], "after a refusal the next waits a few steps"
     unconfirmed = run(_NeverConfirmed, replace(cfg, confirm_samples=0))
     assert unconfirmed.reason == "target" and "confirm_exact_match" not in unconfirmed.history[0]
+
+
+class _MostlyConfirmed(TaskData):
+    """Confirmation pairs of which every sixth has one token too many: at most 5/6 of them can be exactly right."""
+
+    def confirmation(self, n: int) -> list[Pair]:
+        pairs = super().confirmation(n)
+        return [Pair(p.src, p.tgt + p.tgt[:1], p.alignment) if i % 6 == 0 else p for i, p in enumerate(pairs)]
+
+
+def test_the_confirmation_must_clear_the_target_by_its_sampling_error(trained_copy):
+    """A confirmation at 83% for a target of 80% on 300 samples is within 1.645 standard errors (the bar is
+    83.8%): a model truly below the target scores that often enough, so the stop waits."""
+    assert train.confirmation_bar(0.8, 300) == pytest.approx(0.8 + 1.645 * math.sqrt(0.16 / 300))
+    assert train.confirmation_bar(0.99, 2000) == pytest.approx(0.99366, abs=1e-5)
+    assert train.confirmation_bar(1.0, 2000) == 1.0
+    cfg = TrainConfig(steps=4, batch_size=16, eval_every=1, eval_samples=50, confirm_samples=300,
+                      target_accuracy=0.8, lr=1e-4)
+    bundle = copy.deepcopy(trained_copy.bundle)
+    result = Trainer(bundle, _MostlyConfirmed(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, 50, 1), cfg).run()
+    scores = [row["confirm_exact_match"] for row in result.history if "confirm_exact_match" in row]
+    assert scores and all(0.8 <= x < train.confirmation_bar(0.8, 300) for x in scores), scores
+    assert result.reason == "steps"
+
+
+def test_a_hopeless_confirmation_stops_scoring_after_its_first_part(trained_copy):
+    """Scored in parts of CONFIRM_PART: with none right in the first 500 of 1,200, the other 700 cannot reach
+    the bar, so they are not decoded (the decision is the one scoring them all would give)."""
+    cfg = TrainConfig(steps=1, batch_size=16, eval_every=1, eval_samples=50, confirm_samples=1200,
+                      target_accuracy=0.8, lr=1e-4)
+    bundle = copy.deepcopy(trained_copy.bundle)
+    result = Trainer(bundle, _NeverConfirmed(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, 50, 1), cfg).run()
+    row = result.history[0]
+    assert result.reason == "steps"
+    assert (row["confirm_samples"], row["confirm_exact_match"]) == (train.CONFIRM_PART, 0.0)
 
 
 def test_a_batchs_exactly_right_rows_are_its_greedy_exact_match(trained_copy):
