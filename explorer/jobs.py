@@ -158,8 +158,8 @@ class Watched:
     def validation(self) -> list[Pair]:
         return self.inner.validation()
 
-    def confirmation(self, n: int) -> list[Pair]:
-        return self.inner.confirmation(n)
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
+        return self.inner.confirmation(n, attempt)
 
     def probe_text(self) -> str:
         return self._probe or self.inner.probe_text()

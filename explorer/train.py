@@ -95,7 +95,7 @@ class DataSource(Protocol):
 
     def batch(self, rng: random.Random, n: int, share: float = 1.0) -> list[Pair]: ...
     def validation(self) -> list[Pair]: ...
-    def confirmation(self, n: int) -> list[Pair]: ...
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]: ...
     def probe_text(self) -> str: ...
 
 
@@ -107,7 +107,6 @@ class TaskData:
         self._valid = [self._pair(e) for e in task.sample(random.Random(10_000_019 + seed), eval_samples)]
         self._probe = self.task.examples()[0]
         self._seed = seed
-        self._confirm: list[Pair] = []
 
     def _pair(self, e) -> Pair:
         return Pair(tuple(self.src_vocab.encode(e.source)), tuple(self.tgt_vocab.encode(e.target)), e.alignment)
@@ -123,11 +122,11 @@ class TaskData:
     def validation(self) -> list[Pair]:
         return self._valid
 
-    def confirmation(self, n: int) -> list[Pair]:
-        """n more fresh pairs from a seed of their own, drawn once: the second look before a stop at the target."""
-        if len(self._confirm) != n:
-            self._confirm = [self._pair(e) for e in self.task.sample(random.Random(20_000_003 + self._seed), n)]
-        return self._confirm
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
+        """n more fresh pairs, new for every attempt: the second look before a stop at the target. A set used
+        again after it refused a stop would be passed sooner or later by a model that fits it by chance."""
+        rng = random.Random(20_000_003 + self._seed + 7_919 * attempt)
+        return [self._pair(e) for e in self.task.sample(rng, n)]
 
     def probe_text(self) -> str:
         return self._probe
@@ -167,7 +166,7 @@ class PairData:
     def validation(self) -> list[Pair]:
         return self._valid
 
-    def confirmation(self, n: int) -> list[Pair]:
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
         """None: the held-out split is the whole validation already (no fresh pairs to draw)."""
         return []
 
@@ -396,6 +395,7 @@ class Trainer:
         self._stale_evaluations = 0
         self._agreed_stop = False  # a run of several ranks: some rank was asked to stop (agreed at each step)
         self._agreed_time_up = False
+        self._attempts = 0  # confirmations so far (each scores a set of its own)
         self._refuted_at: int | None = None  # the step of the last confirmation that failed (_confirmed)
 
     def state(self) -> dict:
@@ -553,12 +553,13 @@ class Trainer:
         target = self.cfg.target_accuracy
         if target is None or metrics.exact_match < target:
             return False
-        pairs = self.data.confirmation(self.cfg.confirm_samples) if self.cfg.confirm_samples else []
-        if not pairs:
-            return True
         if self._refuted_at is not None and \
                 self.step - self._refuted_at < max(TARGET_CHECK_GAP, self.cfg.eval_every // 2):
             return False
+        pairs = self.data.confirmation(self.cfg.confirm_samples, self._attempts) if self.cfg.confirm_samples else []
+        if not pairs:
+            return True
+        self._attempts += 1
         needed = confirmation_bar(target, len(pairs)) * len(pairs)
         counts = Tally()
         for start in range(0, len(pairs), CONFIRM_PART):  # refused as soon as the rest could not lift it to the bar

@@ -137,8 +137,8 @@ def test_reaching_the_target_accuracy_stops_early(trained_copy):
 class _NeverConfirmed(TaskData):
     """Confirmation pairs whose targets have one token too many: no output is ever exactly right on them."""
 
-    def confirmation(self, n: int) -> list[Pair]:
-        return [Pair(p.src, p.tgt + p.tgt[:1], p.alignment) for p in super().confirmation(n)]
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
+        return [Pair(p.src, p.tgt + p.tgt[:1], p.alignment) for p in super().confirmation(n, attempt)]
 
 
 def test_a_stop_at_the_target_waits_until_other_fresh_samples_confirm_it(trained_copy):
@@ -165,8 +165,8 @@ def test_a_stop_at_the_target_waits_until_other_fresh_samples_confirm_it(trained
 class _MostlyConfirmed(TaskData):
     """Confirmation pairs of which every sixth has one token too many: at most 5/6 of them can be exactly right."""
 
-    def confirmation(self, n: int) -> list[Pair]:
-        pairs = super().confirmation(n)
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
+        pairs = super().confirmation(n, attempt)
         return [Pair(p.src, p.tgt + p.tgt[:1], p.alignment) if i % 6 == 0 else p for i, p in enumerate(pairs)]
 
 
@@ -183,6 +183,26 @@ def test_the_confirmation_must_clear_the_target_by_its_sampling_error(trained_co
     scores = [row["confirm_exact_match"] for row in result.history if "confirm_exact_match" in row]
     assert scores and all(0.8 <= x < train.confirmation_bar(0.8, 300) for x in scores), scores
     assert result.reason == "steps"
+
+
+def test_every_confirmation_scores_a_set_of_its_own(trained_copy):
+    """A set that refused a stop is not asked again (a model would pass it by chance sooner or later)."""
+    bundle = trained_copy.bundle
+    data = TaskData(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, 50, 1)
+    first, again, second = data.confirmation(100, 0), data.confirmation(100, 0), data.confirmation(100, 1)
+    assert first == again and first != second
+    seen = []
+
+    class Recording(TaskData):
+        def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
+            seen.append(attempt)
+            return [Pair(p.src, p.tgt + p.tgt[:1], p.alignment) for p in super().confirmation(n, attempt)]
+
+    cfg = TrainConfig(steps=4, batch_size=16, eval_every=1, eval_samples=50, confirm_samples=300,
+                      target_accuracy=0.8, lr=1e-4)
+    model = copy.deepcopy(bundle)
+    Trainer(model, Recording(model.task_obj, model.src_vocab, model.tgt_vocab, 50, 1), cfg).run()
+    assert seen == [0, 1]
 
 
 def test_a_hopeless_confirmation_stops_scoring_after_its_first_part(trained_copy):
