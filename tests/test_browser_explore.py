@@ -147,6 +147,7 @@ def test_the_hidden_states_section_opens_with_its_charts_and_stays_open_while_st
         wait_charts(page)
         assert charts.count() == closed + 2  # hᵢ and sₜ
         assert page.locator(".st-key-explore_fig_h .main-svg").count() >= 1
+        assert "explore_hidden=true" in page.url, "a shared link should open the section too"
         page.locator(".st-key-explore_next button").first.click()
         wait_idle(page)
         wait_charts(page)
@@ -166,9 +167,11 @@ def test_a_link_with_100_kb_of_input_says_why_and_the_page_stays_usable(server):
         page.wait_for_selector('[data-testid="stApp"]')
         wait_idle(page, settle=1000)
         assert page.get_by_text("the input has 102,000 characters; the limit is 1,000").count() == 1
-        page.get_by_role("button", name="27182818284").first.click()
+        example = page.locator(".st-key-explore_example button").first
+        text = example.inner_text().strip()
+        example.click()
         wait_idle(page)
-        assert page.locator(".st-key-explore_input input").input_value() == "27182818284"
+        assert page.locator(".st-key-explore_input input").input_value() == text
         assert current_step(page) == 1 and "Traceback" not in page.content()
 
 

@@ -60,8 +60,8 @@ def problems_on(page, link: str) -> list[str]:
     if path == "learn" and f"section={params.get('section')}" not in page.url:
         found.append("Learn is not at the linked section")
     if path == "":
-        model = page.locator(".st-key-explore_model").inner_text()
-        if params["model"] not in model:
+        model = page.locator(".st-key-explore_model input").input_value()
+        if model != params["model"]:
             found.append(f"the model shown is {model!r}")
         if page.locator(".st-key-explore_input input").input_value() != params["input"]:
             found.append("the input differs")
