@@ -9,7 +9,6 @@ import math
 import pytest
 import torch
 
-from explorer import checkpoint
 from explorer.__main__ import main
 from explorer.decoding import batch_sources, beam_search, decode, greedy_batch, strip_output
 from explorer.evaluation import translate_one
