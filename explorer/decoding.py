@@ -49,8 +49,9 @@ def decode(model: Seq2Seq, memory: Memory, max_len: int | Sequence[int], *, targ
     """
     B = memory.h.shape[0]
     device = memory.h.device
-    caps = torch.as_tensor(max_len, dtype=torch.long).expand(B).to(device)
+    caps = torch.as_tensor(max_len, dtype=torch.long).expand(B)  # on the CPU: read here without a device sync
     steps_total = target.shape[1] if target is not None else int(caps.max())
+    caps = caps.to(device)
     y = torch.full((B,), SOS_ID, dtype=torch.long, device=device)
     state, c = memory.s0, model.initial_context(B, device)
     finished = torch.zeros(B, dtype=torch.bool, device=device)
