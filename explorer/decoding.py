@@ -14,6 +14,7 @@ from torch import Tensor
 
 from .devices import model_device
 from .model import Control, Memory, Seq2Seq, Step
+from .record import BeamNode, BeamRecord, Candidate
 from .vocab import EOS_ID, PAD_ID, SOS_ID
 
 
@@ -105,63 +106,6 @@ def strip_output(ids: Sequence[int]) -> list[int]:
             break
         out.append(int(i))
     return out
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One beam hypothesis: ids (ending in <eos> if finished) and its total log-probability."""
-
-    ids: tuple[int, ...]
-    log_prob: float
-    finished: bool
-
-    @property
-    def normalized(self) -> float:
-        """Log-probability per token, used to rank finished hypotheses of different lengths."""
-        return self.log_prob / max(1, len(self.ids))
-
-
-@dataclass(frozen=True)
-class BeamNode:
-    """One hypothesis the search kept at one step: the token it added and the prefix's total log-probability.
-
-    `parent` is the index of the node it extends (-1: it extends <sos>). `finished`: the token is <eos>
-    (a candidate). `pruned`: kept at its step, but the search dropped every continuation of it (or stopped
-    before extending it). `candidate`: its rank among the returned candidates (0 best), else None."""
-
-    index: int
-    step: int  # 0-based decoding step that chose the token
-    token: int
-    log_prob: float
-    parent: int
-    finished: bool
-    pruned: bool
-    candidate: int | None
-
-
-@dataclass(frozen=True)
-class BeamRecord:
-    """Everything one beam search kept, in the order it kept it, and what it returned (plain Python, no torch)."""
-
-    width: int
-    nodes: tuple[BeamNode, ...]
-    candidates: tuple[Candidate, ...]  # best first, as `beam_search` returns them
-
-    def prefix(self, index: int) -> tuple[int, ...]:
-        """The token ids from the first step up to and including node `index`."""
-        ids = []
-        while index >= 0:
-            node = self.nodes[index]
-            ids.append(node.token)
-            index = node.parent
-        return tuple(reversed(ids))
-
-    def children(self, index: int) -> list[BeamNode]:
-        return [n for n in self.nodes if n.parent == index]
-
-    @property
-    def steps(self) -> int:
-        return 1 + max((n.step for n in self.nodes), default=-1)
 
 
 @torch.inference_mode()

@@ -25,7 +25,7 @@ import torch
 from .bundle import ModelBundle
 from .errors import ExplorerError
 from .model import count_parameters, rnn_parameter_count
-from .trace import Trace
+from .record import Trace
 from .vocab import SOS
 
 # --- 1. sequences as time steps ----------------------------------------------------------------

@@ -29,11 +29,10 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from . import fused
 from .errors import ExplorerError
+from .names import ATTENTIONS, CELLS
 from .vocab import PAD_ID
 
-CELLS: tuple[str, ...] = ("rnn", "gru", "lstm", "unshared")
 MAX_LENGTH = 4096  # longest max_src_len / max_tgt_len: a config from a file must not make decoding endless
-ATTENTIONS: tuple[str, ...] = ("none", "dot", "scaled_dot", "additive")
 
 State = Union[Tensor, tuple[Tensor, Tensor]]  # (L, B, H), or (h, c) for LSTM
 

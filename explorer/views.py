@@ -16,11 +16,12 @@ import numpy as np
 import pandas as pd
 
 from .bundle import ModelBundle, Prepared
-from .decoding import BeamRecord, Candidate, beam_record
+from .decoding import beam_record
 from .errors import ExplorerError
 from .lengths import output_cap
 from .limits import MAX_BEAM_WIDTH
-from .trace import Intervention, Trace, trace
+from .record import BeamRecord, Candidate, Intervention, Trace, trace_csv, trace_frame
+from .trace import trace
 from .vocab import EOS, UNK
 
 MODES: dict[str, str] = {"greedy": "Greedy", "beam": "Beam search", "teacher": "Teacher-forced"}
@@ -307,45 +308,6 @@ def top_k_frame(tr: Trace, t: int, k: int = 10) -> pd.DataFrame:
     _check_step(tr, t)
     rows = [{"token": tok, "p": p, "chosen": tok == tr.output_tokens[t]} for tok, p in tr.top_k(t, k)]
     return pd.DataFrame(rows, columns=["token", "p", "chosen"])
-
-
-def trace_frame(tr: Trace) -> pd.DataFrame:
-    """The trace as one tidy table: a row per output step × input position (one per step without attention).
-
-    Columns: step t and position i (1-based), the output, previous and input tokens, the chosen token's
-    probability, the score e_ti and weight α_ti, and whether (t, i) is in the true alignment."""
-    T, S = tr.steps, len(tr.source_tokens)
-    chosen_p = tr.probs[np.arange(T), tr.output_ids] if T else np.zeros(0)
-    rows = []
-    for t in range(T):
-        base = {"step": t + 1, "output_token": tr.output_tokens[t], "previous_token": tr.previous_tokens[t],
-                "probability": float(chosen_p[t])}
-        if not tr.has_attention:
-            rows.append({**base, "position": np.nan, "input_token": None, "score": np.nan, "weight": np.nan,
-                         "true_alignment": None})
-            continue
-        for i in range(S):
-            truth = None
-            if tr.alignment is not None and t < len(tr.alignment):
-                truth = bool(tr.alignment[t, i])
-            score = float(tr.scores[t, i])
-            rows.append({**base, "position": i + 1, "input_token": tr.source_tokens[i],
-                         "score": score if np.isfinite(score) else np.nan, "weight": float(tr.weights[t, i]),
-                         "true_alignment": truth})
-    columns = ["step", "output_token", "previous_token", "probability", "position", "input_token", "score",
-               "weight", "true_alignment"]
-    frame = pd.DataFrame(rows, columns=columns)
-    if tr.source_words and tr.has_attention:  # subword pieces: which word (1-based) each piece belongs to
-        word_of_output = {t: w + 1 for w, group in enumerate(tr.output_words) for t in group}
-        word_of_input = {i: w + 1 for w, group in enumerate(tr.source_words) for i in group}
-        frame["output_word"] = (frame["step"] - 1).map(word_of_output)
-        frame["input_word"] = (frame["position"] - 1).map(word_of_input)
-    return frame
-
-
-def trace_csv(tr: Trace) -> str:
-    """The tidy table as CSV text (the page's CSV download)."""
-    return trace_frame(tr).to_csv(index=False)
 
 
 def step_summary(tr: Trace, t: int) -> dict[str, object]:

@@ -18,7 +18,8 @@ from explorer.decoding import beam_search, greedy_batch, strip_output
 from explorer.errors import ExplorerError
 from explorer.lengths import output_cap, output_caps
 from explorer.model import ATTENTIONS, CELLS
-from explorer.trace import Intervention, Trace, first_difference, trace
+from explorer.record import Intervention, Trace, first_difference
+from explorer.trace import trace
 from explorer.vocab import EOS, EOS_ID, SOS_ID
 
 ATOL = 1e-5
@@ -307,3 +308,12 @@ def test_a_model_without_attention_traces_empty_attention(make_random_bundle):
 def test_bad_inputs_are_refused_with_a_clear_message(make_random_bundle, text, message):
     with pytest.raises(ExplorerError, match=message):
         trace(make_random_bundle(), text)
+
+
+def test_a_built_trace_cannot_be_changed_by_a_figure(trained_copy):
+    """One cached trace feeds every figure on a page: its arrays are read-only, not just its attributes."""
+    tr = trace(trained_copy.bundle, "271828")
+    with pytest.raises(ValueError, match="read-only"):
+        tr.weights[0, 0] = 1.0
+    with pytest.raises(ValueError, match="read-only"):
+        tr.probs *= 2

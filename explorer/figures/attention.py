@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ..trace import Trace
+from ..record import Trace
 from .style import (ACCENT, ATTENTION_COLOUR, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, MASKED, SERIES, TRUTH,
                     empty_figure, set_layout, styled, symmetric_range, token_labels)
 

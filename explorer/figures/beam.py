@@ -13,7 +13,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from ..decoding import BeamNode, BeamRecord
+from ..record import BeamNode, BeamRecord
 from .style import ACCENT, FONT_SIZE, TRUTH, set_layout, styled
 
 KEPT = "#1f77b4"

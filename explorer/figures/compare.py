@@ -6,12 +6,14 @@ Learn page can draw the same picture in Chinese.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from ..comparison import BleuCurve, Curve
 from .style import ATTENTION_COLOUR, legend_below, styled
+
+if TYPE_CHECKING:  # comparison runs models; these figures only read its records: a real import would load torch
+    from ..comparison import BleuCurve, Curve
 
 # One colour per score function, so a twin pair reads the same on every page.
 ATTENTION_COLORS = {"dot": "#1f77b4", "scaled_dot": "#9467bd", "additive": "#ff7f0e", "none": "#7f7f7f"}

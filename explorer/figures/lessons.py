@@ -7,15 +7,17 @@ passes English or Chinese). Hover shows exact values.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from ..lessons import Lookup, ParameterGrowth, Sampling
-from ..trace import Trace
+from ..record import Trace
 from .attention import attention_heatmap
 from .style import ACCENT, ATTENTION_COLOUR, HIGHLIGHT, SERIES, legend_below, ATTENTION_SCALE, DIVERGING_SCALE, TRUTH, styled, token_labels
+
+if TYPE_CHECKING:  # lessons computes with torch; these figures only read its records: a real import would load torch
+    from ..lessons import Lookup, ParameterGrowth, Sampling
 
 
 def sampling_figure(s: Sampling, f_label: str = "f(t)", steps_label: str = "sampled sequence A_i",

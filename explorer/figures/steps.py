@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..trace import Trace
+from ..record import Trace
 from .style import ACCENT, NEUTRAL, set_layout, styled
 
 OTHER_COLOUR = NEUTRAL

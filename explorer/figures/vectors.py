@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..projection import project_queries_keys
-from ..trace import Trace
+from ..record import Trace
 from .attention import NO_ATTENTION, attended_labels, output_labels, source_labels
 from .style import (ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, empty_figure, set_layout, styled,
                     symmetric_range)

@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 
 from explorer import views
-from explorer.decoding import BeamRecord
+from explorer.record import BeamRecord
 from explorer.figures.beam import beam_tree_figure
 from explorer.figures.style import plotly_config
 from explorer.pages import common

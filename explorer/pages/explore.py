@@ -27,7 +27,7 @@ from explorer.figures import vectors as fig_vectors
 from explorer.figures.style import figure_html, plotly_config
 from explorer.pages import beam_panel, common, neighbours_panel, presenter
 from explorer.registry import LRUCache
-from explorer.trace import Intervention, Trace, first_difference
+from explorer.record import Intervention, Trace, first_difference
 from explorer.vocab import PAD, SOS
 
 TEMPERATURES = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)

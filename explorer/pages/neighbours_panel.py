@@ -17,7 +17,7 @@ import streamlit as st
 from explorer import neighbours
 from explorer.errors import ExplorerError
 from explorer.pages import common
-from explorer.trace import Trace
+from explorer.record import Trace
 
 K = "explore_nn_"
 MAX_K = 20

@@ -15,7 +15,7 @@ from explorer import checkpoint, jobs
 from explorer.errors import ExplorerError
 from explorer.figures.attention import attention_heatmap
 from explorer.figures.training import accuracy_figure, alignment_figure, loss_figure
-from explorer.model import ATTENTIONS
+from explorer.names import ATTENTIONS
 from explorer.pages import common
 from explorer.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS, TRANSLATION_MODEL_DEFAULTS
 from explorer.registry import LRUCache, freeze
