@@ -9,7 +9,8 @@ Two pieces, shared by every page's browser test:
   download browsers here) with the flags verified in STACK-NOTES; `wait_idle(page)` waits until the
   script has finished running, so a test never reads the previous run.
 
-Tests using these skip (not fail) when Playwright or Chromium is missing.
+Tests using these skip when Playwright or Chromium is missing, except under `CI=true`, where a missing
+browser fails them: CI must not pass with its browser tests silently skipped.
 """
 
 from __future__ import annotations
@@ -123,11 +124,25 @@ def server_fixture(pretrained: str | Path | Callable[[], str | Path] | None = No
     return _server
 
 
-def require_browser() -> None:
-    """Skip the calling test when Playwright or Chromium is not installed."""
-    pytest.importorskip("playwright.sync_api")
+def missing_browser() -> str | None:
+    """What is missing for the browser tests (None when Playwright and Chromium are both there)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright is not installed"
     if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"no Chromium at {CHROMIUM}")
+        return f"no Chromium at {CHROMIUM}"
+    return None
+
+
+def require_browser() -> None:
+    """Skip the calling test when Playwright or Chromium is missing; fail it instead under CI=true."""
+    missing = missing_browser()
+    if missing is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{missing}: CI=true requires the browser tests to run (install Debian's chromium)")
+    pytest.skip(missing)
 
 
 @contextlib.contextmanager
