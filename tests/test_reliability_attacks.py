@@ -10,7 +10,7 @@ unbounded read or allocation happens.
 6. arguments that used to end in exit 1 (malformed --pin, names too long for the file system);
 7. orphaned temporary files, two writers of one path, the training memory budget.
 
-`CASES` counts the cases per class for the README's reliability section.
+`CASES` counts the cases per class for docs/RELIABILITY.md.
 """
 
 from __future__ import annotations
