@@ -1,6 +1,6 @@
-"""The seed's model, read top to bottom: RNN encoder, Query/Key/Value attention, one decoder step.
+"""The article's model, read top to bottom: RNN encoder, Query/Key/Value attention, one decoder step.
 
-Notation follows the seed text (DESIGN §1):
+Notation follows the article (DESIGN §1):
 
     encoder   h_t = f(h_{t-1}, x_t)                     (rnn: h_t = tanh(W[h_{t-1}; x_t] + b))
     step 1    s_t = f(s_{t-1}, [y_{t-1}; c_{t-1}])      (c_0 = 0; plain model: s_t = f(s_{t-1}, y_{t-1}))
@@ -126,7 +126,7 @@ class Dropout(nn.Dropout):
 
 
 class UnsharedRNN(nn.Module):
-    """h_t = tanh(W_t [h_{t-1}; x_t] + b_t) with a separate W_t per position: the seed's "mistake".
+    """h_t = tanh(W_t [h_{t-1}; x_t] + b_t) with a separate W_t per position: the article's "mistake".
 
     It exists to be taught: its parameter count grows with the length, and it has no weights
     for a position it was not built for.
@@ -173,18 +173,14 @@ def reverse_within_length(lengths: Tensor, S: int) -> Tensor:
 
 
 def _reorder(x: Tensor, rows: Tensor) -> Tensor:
-    """x (B, S, F) with its B * S positions taken in the order of flat indices `rows` (B * S,).
-
-    index_select on a flat view rather than gather along dim 1: the same values, and with its backward
-    a third of the time at the encoder's shapes (0.23 vs 0.67 ms for 128 x 15 x 64, forward and backward)."""
+    """x (B, S, F) with its B * S positions taken in the order of flat indices `rows` (B * S,)."""
     B, S, F = x.shape
     return x.reshape(B * S, F).index_select(0, rows).view(B, S, F)
 
 
 def _embedding(count: int, dim: int) -> nn.Embedding:
     """An embedding table (the padding row stays zero). On the meta device, where checkpoint loading builds
-    a storage-less skeleton to check shapes, its random init is skipped: a meta `normal_` imports
-    torch._dynamo, 1.5 s of the app's cold start for numbers that are never used."""
+    a storage-less skeleton to check shapes, its random init is skipped: those numbers are never used."""
     if torch.get_default_device().type == "meta":
         return nn.Embedding(count, dim, padding_idx=PAD_ID, _weight=torch.empty(count, dim))
     return nn.Embedding(count, dim, padding_idx=PAD_ID)
@@ -257,23 +253,29 @@ class Encoder(nn.Module):
     def _lstm_by_layer(self, packed: PackedSequence) -> tuple[PackedSequence, State]:
         """nn.LSTM's own computation (its kernel, its weights), one layer at a time, with this encoder's
         Dropout between the layers: nn.LSTM draws those masks from torch's shared generator, so two
-        trainings at once took each other's draws. Only while training with a generator set."""
+        trainings at once took each other's draws. Only while training with a generator set.
+
+        Each layer runs a one-layer nn.LSTM (built on the meta device, no storage) with that layer's
+        weights put in by torch.func.functional_call, so gradients reach this encoder's own parameters."""
         rnn = self.rnn
         dirs = 2 if rnn.bidirectional else 1
-        per_layer = len(rnn._flat_weights) // rnn.num_layers  # W_ih, W_hh, b_ih, b_hh per direction
-        x, sizes = packed.data, packed.batch_sizes
-        zeros = x.new_zeros(dirs, int(sizes[0]), rnn.hidden_size)
+        sizes = packed.batch_sizes
+        x = PackedSequence(packed.data, sizes)  # in sorted order; the final states are put back in order below
+        zeros = x.data.new_zeros(dirs, int(sizes[0]), rnn.hidden_size)
         hs, cs = [], []
         for layer in range(rnn.num_layers):
-            weights = rnn._flat_weights[layer * per_layer:(layer + 1) * per_layer]
-            x, h, c = torch._VF.lstm(x, sizes, (zeros, zeros), weights, rnn.bias, 1, 0.0, True, rnn.bidirectional)
+            with torch.device("meta"):
+                shell = nn.LSTM(rnn.input_size if layer == 0 else dirs * rnn.hidden_size, rnn.hidden_size,
+                                bias=rnn.bias, bidirectional=rnn.bidirectional)
+            weights = {name: getattr(rnn, name.replace("_l0", f"_l{layer}")) for name in shell._flat_weights_names}
+            x, (h, c) = torch.func.functional_call(shell, weights, (x, (zeros, zeros)))
             hs.append(h)
             cs.append(c)
             if layer + 1 < rnn.num_layers:
-                x = self.dropout(x)
+                x = PackedSequence(self.dropout(x.data), sizes)
         order = packed.unsorted_indices  # final states back in the batch's order, as nn.LSTM returns them
         final = (torch.cat(hs).index_select(1, order), torch.cat(cs).index_select(1, order))
-        return PackedSequence(x, sizes, packed.sorted_indices, order), final
+        return PackedSequence(x.data, sizes, packed.sorted_indices, order), final
 
     def cell_weights(self, layer: int = 0, direction: int = 0) -> dict[str, Tensor]:
         """The RNN unit's parameters (W_ih, W_hh, b_ih, b_hh) for teaching by hand; not for LSTM or unshared."""
@@ -286,8 +288,9 @@ class Encoder(nn.Module):
 class Attention(nn.Module):
     """Query/Key/Value attention: e_ti = score(q_t, k_i), α_t = softmax(e_t / τ), c_t = Σ_i α_ti v_i.
 
-    Scores: dot e = q·k (the seed's); scaled_dot e = q·k / √D; additive e = wᵀ tanh(q + k)
-    (Bahdanau, with q = W_q s_t and k = W_k h_i).
+    Scores: dot e = q·k (the article's); scaled_dot e = q·k / √D; additive e = wᵀ tanh(W_q s_t + W_k h_i)
+    (Bahdanau; here q_t = W_q s_t + b_q and k_i = W_k h_i, so e_ti = wᵀ tanh(q_t + k_i)). Training's fused
+    decoder loop computes the additive score through an identity of its own (`fused.additive_score`).
     """
 
     def __init__(self, kind: str, state_size: int, memory_size: int, d: int) -> None:
@@ -301,15 +304,8 @@ class Attention(nn.Module):
     def score(self, q: Tensor, k: Tensor) -> Tensor:
         """e_ti for every i: q (B, D), k (B, S, D) -> (B, S)."""
         if self.w is not None:
-            # wᵀ tanh(u) computed as 2 wᵀ σ(2u) − Σ w, since tanh u = 2σ(2u) − 1: the same scores (to float
-            # rounding), and torch's CPU sigmoid is ~6x faster than its tanh (at D = 128 the additive score's
-            # forward and backward take 0.7-0.8 ms a decoder step instead of 1.3-1.6 ms).
-            u = torch.sigmoid(torch.add((2 * q).unsqueeze(1), k, alpha=2))  # (B, S, D): σ(2q + 2k) in one pass
-            w = self.w.weight[0]  # (D,)
-            return (u @ w).mul_(2).sub_(w.sum())
-        # (B, S): e_ti = q_t · k_i, as (1, D) x (D, S) per row (on the CPU 1.4-1.8x faster than a broadcast
-        # product and 5-7x faster than (S, D) x (D, 1))
-        e = torch.bmm(q.unsqueeze(1), k.transpose(1, 2)).squeeze(1)
+            return self.w(torch.tanh(q.unsqueeze(1) + k)).squeeze(-1)  # e_ti = wᵀ tanh(q_t + k_i)
+        e = torch.bmm(q.unsqueeze(1), k.transpose(1, 2)).squeeze(1)  # (B, 1, D) x (B, D, S): e_ti = q_t · k_i
         return e / math.sqrt(self.d) if self.kind == "scaled_dot" else e
 
 
@@ -339,7 +335,7 @@ class Control(NamedTuple):
 
 
 class Step(NamedTuple):
-    """Everything one decoder step computed, named as in the seed."""
+    """Everything one decoder step computed, named as in the article."""
 
     state: State  # s_t for every layer
     s: Tensor  # (B, H) s_t of the top layer
@@ -414,8 +410,7 @@ class Seq2Seq(nn.Module):
 
     def _keys_and_values(self, h: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """k_i = Key(h_i) and v_i = Value(h_i) (B, S, D). While training on a padded batch, only the real
-        positions are multiplied (a third of a 5-15 batch is padding, and these products run three times
-        with the backward pass); padding, which attention never reads, gets 0 and b_v."""
+        positions are multiplied; padding, which attention never reads, gets 0 and b_v."""
         key, value = self.attention.key, self.attention.value
         if not torch.is_grad_enabled() or bool(mask.all()):
             return key(h), value(h)
@@ -441,14 +436,12 @@ class Seq2Seq(nn.Module):
     def decode_step(self, y_prev: Tensor, state: State, c_prev: Tensor | None, memory: Memory,
                     control: Control | None = None, embedded: Tensor | None = None,
                     readout: bool = True) -> Step:
-        """One output step: the seed's four steps. y_prev (B,) ids, state s_{t-1}, c_prev c_{t-1} (B, D).
+        """One output step: the article's four steps. y_prev (B,) ids, state s_{t-1}, c_prev c_{t-1} (B, D).
 
         Training passes `embedded` (the embedding of y_prev, looked up for all steps at once) and
         `readout=False` (it applies `readout` to all steps at once): the same computation, far fewer small
         operations in the backward pass.
         """
-        # Per-step overhead counts here (batch-1 decoding is a few dozen small ops per step), so work
-        # that changes nothing is skipped: dropout with p = 0, stacking a single layer, dividing by τ = 1.
         drop = self.dropout if self.cfg.dropout else _identity
         x = self.embed(y_prev) if embedded is None else embedded  # (B, E)
         if c_prev is not None:
@@ -560,8 +553,7 @@ class Seq2Seq(nn.Module):
         """The teacher-forced steps through `decode_step`: s_t, c_t and α_t of the running rows of every
         step, one step's rows after another's (N, ·)."""
         B = tgt_in.shape[0]
-        # y_{t-1}'s embeddings looked up at once and split by step: the backward pass then stacks T slices once,
-        # where slicing (B, T, E) per step wrote a zero (B, T, E) gradient per step (at E = 128, 8% of a step).
+        # y_{t-1}'s embeddings looked up at once and split by step (the backward pass stacks T slices once).
         embedded = self.embed(tgt_in).unbind(1)  # T x (B, E)
         state, c = memory.s0, self.initial_context(B, tgt_in.device)
         views: dict[int, Memory] = {B: memory}  # the memory of the first n rows
