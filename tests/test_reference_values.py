@@ -1,8 +1,8 @@
 """Refactors of the model change no number: traces and greedy outputs equal values stored before.
 
 tests/fixtures/reference_values.json was written by tests/fixtures/make_reference_values.py from the
-code at main before model.py became the plain reference (tanh additive score, no fast paths): two shipped
-models and random models of every score function that changed. Float tolerance only.
+code at main before model.py became the plain reference (tanh additive score, no timing notes): three shipped
+models (one additive) and random models of every score function. Float tolerance only.
 """
 
 from __future__ import annotations
