@@ -32,9 +32,12 @@ MAX_CHECKPOINT_BYTES = 100_000_000
 PRETRAINED_DIR = Path(os.environ.get("EXPLORER_PRETRAINED", Path(__file__).resolve().parent.parent / "pretrained"))
 
 
-def describe(bundle: ModelBundle) -> dict[str, Any]:
-    """The readable part of a checkpoint: architecture, vocabularies, data, training and metrics."""
-    return {
+def describe(bundle: ModelBundle, saved_at: str | None = None) -> dict[str, Any]:
+    """The readable part of a checkpoint: architecture, vocabularies, data, training and metrics.
+
+    `saved_at` is the time the file is written (to_bytes passes it); otherwise the bundle's own, read from
+    its file (None for a model never saved)."""
+    info = {
         "format": FORMAT,
         "name": bundle.name,
         "model": bundle.model.cfg.to_dict(),
@@ -49,15 +52,19 @@ def describe(bundle: ModelBundle) -> dict[str, Any]:
         "parameters": bundle.parameter_count,
         **({} if bundle.subwords is None else {"tokenizers": {
             "source": bundle.subwords[0].json_text, "target": bundle.subwords[1].json_text}}),
-        "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "saved_at": saved_at if saved_at is not None else bundle.saved_at,
     }
+    if bundle.examples:
+        info["examples"] = [list(pair) for pair in bundle.examples]
+    return info
 
 
 def to_bytes(bundle: ModelBundle, half: bool = False) -> bytes:
     """The checkpoint file's bytes (also what the app offers for download)."""
     dtype = torch.float16 if half else torch.float32
     tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in bundle.model.state_dict().items()}
-    return st_save(tensors, metadata={"explorer": json.dumps(describe(bundle), ensure_ascii=False)})
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return st_save(tensors, metadata={"explorer": json.dumps(describe(bundle, saved_at=now), ensure_ascii=False)})
 
 
 def save(bundle: ModelBundle, path: str | Path, half: bool = False) -> Path:
@@ -86,11 +93,17 @@ def save(bundle: ModelBundle, path: str | Path, half: bool = False) -> Path:
 
 
 def resolve(name_or_path: str) -> Path:
-    """A shipped checkpoint's name (e.g. `reverse`) or a path to a file."""
+    """A shipped checkpoint's name (e.g. `reverse`) or a path to a file; a path without the suffix finds
+    the file `save` wrote for it (`train --out runs/rev` writes runs/rev.safetensors)."""
     candidate = PRETRAINED_DIR / f"{name_or_path}{SUFFIX}"
     if "/" not in name_or_path and candidate.exists():
         return candidate
     path = Path(name_or_path)
+    if path.is_file():
+        return path
+    with_suffix = path.with_name(path.name + SUFFIX) if path.name and path.suffix != SUFFIX else None
+    if with_suffix is not None and with_suffix.is_file():
+        return with_suffix
     if path.exists():
         return path
     names = ", ".join(pretrained_names()) or "none"
@@ -170,7 +183,9 @@ def _bundle_from_info(info: dict[str, Any], name: str, source: str, tensors: dic
     _check_weights(skeleton.state_dict(), tensors, source)
     return ModelBundle(name=name, model=seeded_model(cfg, 0), src_vocab=src_vocab, tgt_vocab=tgt_vocab, task=task,
                        languages=languages, training=dict(info.get("training") or {}),
-                       metrics=dict(info.get("metrics") or {}), subwords=subwords)
+                       metrics=dict(info.get("metrics") or {}), subwords=subwords,
+                       examples=_examples(info.get("examples"), source),
+                       saved_at=info["saved_at"] if isinstance(info.get("saved_at"), str) else None)
 
 
 def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -184,6 +199,16 @@ def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab,
     if pair[0].vocab != src_vocab.tokens or pair[1].vocab != tgt_vocab.tokens:
         raise ExplorerError("the subword tokenizers do not match the stored vocabularies")
     return pair
+
+
+def _examples(value: Any, source: str) -> tuple[tuple[str, str], ...]:
+    """The checkpoint's held-out example pairs (absent in older files: none)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in value):
+        raise ExplorerError(f"{source} has an invalid config: examples must be a list of [source, target] texts")
+    return tuple((p[0], p[1]) for p in value)
 
 
 def _check_weights(expected: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], source: str) -> None:
