@@ -239,6 +239,7 @@ class TrainingJob:
         self._probe_every = probe_every or max(1, min(50, cfg.steps // max_snapshots))
         self._train_sample = train_sample
         self._probe_target_cache: str | None = None
+        self.held_out: list[tuple[str, str]] = []  # translation: the validation pairs as text (for BLEU)
         self._snapshot: ModelBundle | None = None
         self._elapsed_before = 0.0  # wall seconds of earlier runs
         self._run_started = 0.0
@@ -352,7 +353,8 @@ class TrainingJob:
             result = self._trainer.run(steps)
             message = {"steps": f"trained {result.steps:,} steps",
                        "target": f"reached the target accuracy at step {result.steps:,}",
-                       "time": "time limit reached", "stopped": f"stopped at step {result.steps:,}"}[result.reason]
+                       "time": "time limit reached", "stopped": f"stopped at step {result.steps:,}",
+                       "plateau": f"validation stopped improving: ended at step {result.steps:,}"}[result.reason]
             state = STOPPED if result.reason == "stopped" else FINISHED
             self._publish_snapshot(final=True)
         except Exception as exc:  # the page shows it; the server keeps going
@@ -469,28 +471,45 @@ def task_job(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Trai
 
 
 def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: TrainConfig,
-                    epochs: float | None = None, max_tokens: int = 24, min_freq: int = 2,
+                    epochs: float | None = None, max_tokens: int = 40, min_freq: int = 2,
                     publish: Callable[[ModelBundle], None] | None = None,
-                    limits: Limits = LIMITS) -> TrainingJob:
+                    limits: Limits = LIMITS, probe: str | None = None, auto: bool = False) -> TrainingJob:
     """A (not yet started) job training a fresh translation model on uploaded TSV bytes.
 
-    With `epochs`, the number of steps is computed from the training set size (and still limited)."""
+    With `epochs`, the number of steps is computed from the training set size (and still limited); with
+    `auto`, the run length, evaluation interval and plateau stop come from the data as on the CLI
+    (recipes.translation_run). The job's `held_out` keeps the validation pairs as text (for BLEU)."""
     from .recipes import translation_setup
     if len(tsv) > limits.max_tsv_bytes:
         raise ExplorerError(f"the file is {len(tsv):,} bytes; the limit is {limits.max_tsv_bytes:,}")
     if max_tokens > limits.max_tokens:
         raise ExplorerError(f"sentences of up to {max_tokens} tokens; the limit is {limits.max_tokens}")
     limits.check(model_options, cfg)
-    bundle, data, _ = translation_setup(tsv, name, model_options, seed=cfg.seed, max_tokens=max_tokens,
-                                        min_freq=min_freq)
-    if epochs is not None:
+    bundle, data, held_out = translation_setup(tsv, name, model_options, seed=cfg.seed, max_tokens=max_tokens,
+                                               min_freq=min_freq)
+    if probe is not None:
+        bundle.prepare(probe)  # an unusable probe is refused now, with the reason
+    if auto:
+        cfg = _automatic_length(cfg, training_pairs(data), limits)
+    elif epochs is not None:
         n = training_pairs(data)
         steps = max(1, math.ceil(epochs * n / cfg.batch_size))
         if steps > limits.max_steps:
             raise ExplorerError(f"{epochs:g} epochs of {n:,} pairs is {steps:,} steps; the limit is "
                                 f"{limits.max_steps:,}")
         cfg = replace(cfg, steps=steps, eval_every=eval_interval(steps, cfg.eval_every))
-    return TrainingJob(bundle, data, cfg, publish=publish)
+    job = TrainingJob(bundle, data, cfg, probe=probe, publish=publish)
+    job.held_out = held_out
+    return job
+
+
+def _automatic_length(cfg: TrainConfig, pairs: int, limits: Limits) -> TrainConfig:
+    """`cfg` with the CLI's data-sized run: steps, evaluation interval and plateau stop (explorer/defaults.py)."""
+    from .recipes import translation_run
+    fields = translation_run({"steps": None, "batch_size": cfg.batch_size, "stop_patience": cfg.stop_patience or None,
+                              "eval_every": None}, pairs)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return replace(cfg, **{**fields, "steps": min(fields["steps"], limits.max_steps)})
 
 
 def training_pairs(data: DataSource) -> int:

@@ -197,7 +197,8 @@ def translation_run(options: dict[str, Any], pairs: int, epochs: float | None = 
     automatic = out.get("steps") is None
     if automatic:
         out["steps"] = defaults.translation_steps(pairs, int(out.get("batch_size", 64)), epochs)
-        out.setdefault("stop_patience", defaults.STOP_PATIENCE)
+        if out.get("stop_patience") is None:
+            out["stop_patience"] = defaults.STOP_PATIENCE
     if out.get("eval_every") is None:
         out["eval_every"] = defaults.eval_interval(out["steps"])
     return out
