@@ -138,7 +138,8 @@ def _on_model_change() -> None:
         bundle = common.get_model(_state("model"))
         text = _state("input") or ""
         try:
-            bundle.prepare(text)
+            if bundle.prepare(text).unknown and views.own_examples(bundle):  # words it cannot read: its own data
+                _set("input", views.example_inputs(bundle)[0])
         except ExplorerError:
             examples = views.example_inputs(bundle)
             if examples:

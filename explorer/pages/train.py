@@ -277,6 +277,7 @@ def render() -> None:
     if "train_error" in st.session_state:
         st.error(st.session_state["train_error"], icon="⚠️")
 
+    _take_upload()
     with st.expander("Set up a training run", expanded=job is None):
         _setup_panel(running)
     _keep_settings()
@@ -608,10 +609,22 @@ def _open_in_explore(job: jobs.TrainingJob) -> None:
 
 
 def _upload_panel() -> None:
-    """Add a checkpoint file to this session's models (validated; loading never runs code from it)."""
+    """The checkpoint uploader and the result of its file ("Added …" or why it was refused)."""
     ss = st.session_state
     upload = st.file_uploader("Checkpoint (.safetensors, saved by this app)", key="train_upload",
                               max_upload_size=checkpoint.MAX_CHECKPOINT_BYTES // 1_000_000)
+    if upload is None:
+        return
+    _take_upload()
+    kind, message = ss["train_uploaded"][upload.file_id]
+    (st.success if kind == "ok" else st.error)(message, icon="✅" if kind == "ok" else "⚠️")
+
+
+def _take_upload() -> None:
+    """Add the uploaded checkpoint file to this session's models, once per file (validated; loading never
+    runs code from it). Called before the setup panel too, so "Start from" offers the model at once."""
+    ss = st.session_state
+    upload = ss.get("train_upload")
     if upload is None:
         return
     done = ss.setdefault("train_uploaded", {})
@@ -625,5 +638,3 @@ def _upload_panel() -> None:
             done[upload.file_id] = ("ok", f"Added **{bundle.title}** to this session's models.")
         except ExplorerError as exc:
             done[upload.file_id] = ("error", f"This file was refused: {exc}")
-    kind, message = done[upload.file_id]
-    (st.success if kind == "ok" else st.error)(message, icon="✅" if kind == "ok" else "⚠️")
