@@ -20,6 +20,12 @@ from .vocab import UNK
 MAX_UNKNOWN = 0.2  # a file with more of its tokens outside the model's vocabularies is refused
 
 
+def known_token(token: str, vocab) -> bool:
+    """A token the vocabulary has learnt: not <unk> (word-level models) and not a byte piece (a subword
+    model spells text it has never seen, e.g. another script, byte by byte)."""
+    return token in vocab and token != UNK and not (token.startswith("<0x") and token.endswith(">"))
+
+
 def vocabulary_coverage(bundle: ModelBundle, pairs: list[tuple[str, str]]) -> tuple[float, float]:
     """The share of source and of target tokens in `pairs` that the model's vocabularies know."""
     known, total = [0, 0], [0, 0]
@@ -27,7 +33,7 @@ def vocabulary_coverage(bundle: ModelBundle, pairs: list[tuple[str, str]]) -> tu
         for side, (tokens, vocab) in enumerate(((bundle.tokenize_source(source), bundle.src_vocab),
                                                (bundle.tokenize_target(target), bundle.tgt_vocab))):
             total[side] += len(tokens)
-            known[side] += sum(1 for t in tokens if t in vocab and t != UNK)
+            known[side] += sum(1 for t in tokens if known_token(t, vocab))
     return tuple(k / t if t else 0.0 for k, t in zip(known, total))  # type: ignore[return-value]
 
 

@@ -208,10 +208,13 @@ def pick_examples(bundle: ModelBundle, pairs: list[tuple[str, str]],
                   count: int = defaults.EXAMPLES_KEPT) -> tuple[tuple[str, str], ...]:
     """Up to `count` held-out pairs for Explore's Examples and Random (kept in the checkpoint): first those
     whose every source word the model knows, in the split's order."""
+    from .further import known_token
     known, other = [], []
     for source, target in pairs:
         try:
-            (other if bundle.prepare(source).unknown else known).append((source, target))
+            prepared = bundle.prepare(source)
+            reads = not prepared.unknown and all(known_token(t, bundle.src_vocab) for t in prepared.tokens)
+            (known if reads else other).append((source, target))
         except ExplorerError:
             continue
         if len(known) >= count:

@@ -387,7 +387,7 @@ def test_a_translation_model_trains_further_only_on_a_file_it_can_read():
     at.number_input(key="train_steps").set_value(5).run()
     at.button(key="train_start").click().run()
     assert "upload a TSV file" in at.error[0].value and "train_job" not in at.session_state
-    other = "".join(f"bonjour {w}\tsalut {w}\n" for w in ("maison", "chat", "chien") * 10).encode()
+    other = "".join(f"привет {w}\tздравствуй {w}\n" for w in ("дом", "кот", "лес") * 10).encode()
     at.file_uploader(key="train_tsv").set_value(("fr.tsv", other, "text/plain")).run()
     at.button(key="train_start").click().run()
     assert "vocabulary does not fit pig" in at.error[0].value and "train_job" not in at.session_state
