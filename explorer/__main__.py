@@ -142,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: an eighth of the training pairs, within 1,000-8,000)")
     t.add_argument("--extra-data", default=None,
                    help="translation: a TSV of more pairs for the training split only (e.g. a glossary of a "
-                        "domain's words); validation stays the --data file's held-out pairs")
+                        "domain's words); validation stays the --data file's held-out pairs (default: none)")
     t.add_argument("--extra-repeat", type=int, default=1,
                    help="translation: how many times each --extra-data pair joins the training split")
     t.add_argument("--label-smoothing", type=float, default=None,

@@ -318,7 +318,7 @@ def test_train_help_shows_the_shared_defaults(capsys):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert f"--steps STEPS optimisation steps (default: toy tasks: {defaults.TASK_TRAIN_DEFAULTS['steps']};" in text
-    assert f"--max-tokens MAX_TOKENS translation: longest sentence kept, in tokens (default: " \
+    assert f"--max-tokens MAX_TOKENS translation: longest sentence kept, in subword pieces (default: " \
            f"{defaults.TRANSLATION_DATA_DEFAULTS['max_tokens']})" in text
     assert f"{defaults.MIN_STEPS:,}–{defaults.MAX_STEPS:,} steps" in text
 
