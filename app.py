@@ -12,10 +12,10 @@ from typing import Callable  # noqa: E402
 
 import streamlit as st  # noqa: E402
 
-from explorer.pages import warmup  # noqa: E402
+from explorer.pages import presenter, warmup  # noqa: E402
 from explorer.pages.addresses import explore_alias, explore_page  # noqa: E402
 
-st.set_page_config(page_title="Attention Explorer", page_icon="🔍", layout="wide")
+st.set_page_config(page_title="Attention Explorer", page_icon=":material/search:", layout="wide")
 
 
 def _lazy(module: str) -> Callable[[], None]:
@@ -30,13 +30,14 @@ def _lazy(module: str) -> Callable[[], None]:
 explore = explore_page(_lazy("explore"))
 navigation = st.navigation([
     explore,
-    st.Page(_lazy("train"), title="Train", icon="🏋️", url_path="train"),
-    st.Page(_lazy("compare"), title="Compare", icon="⚖️", url_path="compare"),
-    st.Page(_lazy("learn"), title="Learn", icon="📖", url_path="learn"),
+    st.Page(_lazy("train"), title="Train", icon=":material/fitness_center:", url_path="train"),
+    st.Page(_lazy("compare"), title="Compare", icon=":material/balance:", url_path="compare"),
+    st.Page(_lazy("learn"), title="Learn", icon=":material/menu_book:", url_path="learn"),
     explore_alias(explore),
 ], position="top")  # the pages' links in a bar above them: a sidebar took 320 of a 1024-pixel projector's width
 holder = warmup.start()
 try:
+    presenter.switch()
     navigation.run()
 finally:
     warmup.finish(holder)

@@ -6,13 +6,15 @@ address), then drives N concurrent sessions from one headless Chromium (one brow
 - every session opens Explore on a model, types an input, and steps through decoding with "Next",
   for a few rounds of fresh inputs;
 - session 0 also goes to the Train page and starts a training run with the page's defaults, which
-  keeps training (server-side, in the background) while the others explore; it is stopped at the end.
+  keeps training (in a process of its own) while the others explore; it is stopped at the end. With the
+  protocol client the training is a session of its own, started before the burst: its steps per second
+  alone (--solo-seconds) and during the burst are reported.
 
 Measured: per-interaction wall time from the click (or key press) until the page shows the result and
 the script is idle again (p50 / p95 / max per kind), errors (a failed load or timeout, a traceback or
 st.exception on a page, an st.error alert, a dropped connection), sessions held (still connected and
-showing their last step at the end), and the server's peak memory (VmRSS of the server process and
-its children, sampled every 0.25 s from /proc).
+showing their last step at the end), and peak memory (VmRSS, sampled every 0.25 s from /proc) of the
+server process alone and of its child processes (training jobs) apart.
 
 Two clients: `--client chromium` (default) renders every page in a real browser, which is the
 truest test but costs the client far more CPU than the server: on a small shared machine the
@@ -97,27 +99,35 @@ class Session:
 
 
 class MemorySampler(threading.Thread):
-    """Peak VmRSS of a process and its descendants, from /proc every `interval` seconds."""
+    """Peak VmRSS of a process and its descendants, from /proc every `interval` seconds: the server alone
+    (`server_peak_kb`), its child processes (training jobs and the forkserver that starts them,
+    `children_peak_kb`) and both together (`peak_kb`)."""
 
     def __init__(self, pid: int | None, interval: float = 0.25) -> None:
         super().__init__(daemon=True)
         self.pid, self.interval = pid, interval
-        self.peak_kb = 0
+        self.peak_kb = self.server_peak_kb = self.children_peak_kb = 0
         self.samples: list[tuple[float, int]] = []
         self._halt = threading.Event()
+
+    @staticmethod
+    def _vmrss(pid: int) -> int:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
 
     def rss_kb(self) -> int:
         if self.pid is None:
             return 0
-        pids, total = tree(self.pid), 0
-        for pid in pids:
-            try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-            except OSError:
-                pass
-        return total
+        server = self._vmrss(self.pid)
+        children = sum(self._vmrss(pid) for pid in tree(self.pid) if pid != self.pid)
+        self.server_peak_kb = max(self.server_peak_kb, server)
+        self.children_peak_kb = max(self.children_peak_kb, children)
+        return server + children
 
     def cpu_seconds(self) -> float:
         """User + system CPU time used so far by the process and its descendants."""
@@ -382,6 +392,8 @@ class ProtocolPage:
         msg = BackMsg()
         state = msg.rerun_script
         state.query_string = self.query
+        if page and not self.pages:  # the app's pages are known after its first run
+            await self.rerun()
         if page is not None:
             self.page_hash = self.pages.get(page, "")
         state.page_script_hash = self.page_hash
@@ -489,11 +501,51 @@ class ProtocolScenario(Scenario):
             s.errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
 
 
+TRAIN_STEPS = 20_000  # the protocol client's training: steps, with the stop at the target off
+TRAINING_RATE: dict = {}  # the protocol client's measurement of the training's steps per second
+
+
+def training_step(page: "ProtocolPage") -> int | None:
+    """The step the Train page shows ("Step k of n ...")."""
+    for text in page.texts:
+        found = re.match(r"Step ([\d,]+) of", text)
+        if found:
+            return int(found[1].replace(",", ""))
+    return None
+
+
+async def start_solo_training(url: str, args, op_timeout: float) -> "ProtocolPage":
+    """The training session of the protocol client: it starts the Train page's default training and
+    measures its steps per second alone for --solo-seconds, before the burst of sessions begins."""
+    page = ProtocolPage(url, op_timeout)
+    await page.connect()
+    await page.rerun(page="train")
+    # Long enough to outlast the solo window and the burst: no stop at the target, many steps.
+    states = [page.widget("train_use_target", bool_value=False)[0],
+              page.widget("train_steps", int_value=TRAIN_STEPS)[0],
+              page.widget("train_start", trigger_value=True)[0]]
+    await page.rerun(widgets=states)
+    deadline = time.monotonic() + op_timeout
+    first = None
+    while first is None or first < 2:  # the process has started and trains
+        assert time.monotonic() < deadline, "the training never started"
+        await asyncio.sleep(0.5)
+        await page.rerun(page="train")
+        first = training_step(page)
+    t0 = time.monotonic()
+    await asyncio.sleep(args.solo_seconds)
+    await page.rerun(page="train")
+    t1, second = time.monotonic(), training_step(page)
+    TRAINING_RATE.update(solo_steps_per_s=round((second - first) / (t1 - t0), 2), burst_from=(t1, second))
+    return page
+
+
 async def drive_protocol(url: str, args, model: str, alphabet: str, lengths: tuple[int, int]) -> list[Session]:
     sessions = [Session(i) for i in range(args.sessions)]
     rng = random.Random(args.seed)
+    trainer = await start_solo_training(url, args, args.op_timeout) if args.train else None
     scenarios = [ProtocolScenario(url, model, alphabet, lengths, args.rounds, args.steps, args.op_timeout,
-                                  train=(i == 0 and args.train)) for i in range(args.sessions)]
+                                  train=False) for i in range(args.sessions)]
     tasks = [asyncio.create_task(sc.run(None, s, random.Random(rng.random()), rng.uniform(0, args.ramp)))
              for sc, s in zip(scenarios, sessions)]
     done, pending = await asyncio.wait(tasks, timeout=args.time_limit)
@@ -504,10 +556,15 @@ async def drive_protocol(url: str, args, model: str, alphabet: str, lengths: tup
             s.errors.append(f"not finished within the time limit of {args.time_limit:.0f} s")
         page = getattr(sc, "page", None)
         s.held = page is not None and page.ws is not None and page.ws.state.name == "OPEN" and s.completed
-    trainer = getattr(scenarios[0], "page", None) if args.train else None
     if trainer is not None and trainer.ws is not None:
         try:  # how far the training got while the others explored; then stop it
             await trainer.rerun(page="train")
+            t1, reached = time.monotonic(), training_step(trainer)
+            t0, start = TRAINING_RATE["burst_from"]
+            if reached is not None:
+                TRAINING_RATE["burst_steps_per_s"] = round((reached - start) / (t1 - t0), 2)
+                TRAINING_RATE["burst_over_solo"] = round(TRAINING_RATE["burst_steps_per_s"] /
+                                                         max(1e-9, TRAINING_RATE["solo_steps_per_s"]), 2)
             sessions[0].training = next((t for t in trainer.texts if t.startswith(("Step ", "✅", "⏹"))), "")
             if "train_stop" in trainer.widgets:
                 state, fragment = trainer.widget("train_stop", trigger_value=True)
@@ -517,6 +574,8 @@ async def drive_protocol(url: str, args, model: str, alphabet: str, lengths: tup
     for sc in scenarios:
         if getattr(sc, "page", None) is not None:
             await sc.page.close()
+    if trainer is not None:
+        await trainer.close()
     return sessions
 
 
@@ -553,6 +612,8 @@ def summarise(sessions: list[Session], sampler: MemorySampler, baseline_kb: int,
         "error_messages": [f"session {s.index}: {e}" for s in sessions for e in s.errors][:50],
         "interactions": rows, "server_rss_baseline_mb": round(baseline_kb / 1024, 1),
         "server_rss_peak_mb": round(sampler.peak_kb / 1024, 1), "wall_seconds": round(seconds, 1),
+        "server_alone_rss_peak_mb": round(sampler.server_peak_kb / 1024, 1),
+        "training_processes_rss_peak_mb": round(sampler.children_peak_kb / 1024, 1),
         "training": sessions[0].training if sessions else "", "models": models, "cpus": os.cpu_count(),
         "load_average_at_start": args.load_at_start, "rounds": args.rounds, "steps_per_round": args.steps,
         "client": args.client,
@@ -569,7 +630,13 @@ def print_table(result: dict) -> None:
     print(f"server CPU during the sessions: {result['server_cpu_s']} s "
           f"({result['server_cpu_s_per_interaction']} s per interaction, training included)")
     print(f"server RSS: {result['server_rss_baseline_mb']} MB before the sessions, peak "
-          f"{result['server_rss_peak_mb']} MB (server and children)")
+          f"{result['server_alone_rss_peak_mb']} MB (the server process alone); its child processes (training "
+          f"jobs, the forkserver) peak {result['training_processes_rss_peak_mb']} MB; together "
+          f"{result['server_rss_peak_mb']} MB")
+    if result.get("training_rate"):
+        r = result["training_rate"]
+        print(f"training: {r['solo_steps_per_s']} steps/s alone, {r['burst_steps_per_s']} steps/s during the burst "
+              f"({r['burst_over_solo']}× its solo rate)")
     print(f"wall time {result['wall_seconds']} s; {result['cpus']} CPUs, load average at start "
           f"{result['load_average_at_start']}; models: {result['models']}")
     if result["training"]:
@@ -587,6 +654,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=600.0, help="the whole run stops after this (s)")
     ap.add_argument("--op-timeout", type=float, default=180.0, help="longest wait for one interaction (s)")
     ap.add_argument("--no-train", dest="train", action="store_false", help="no training session")
+    ap.add_argument("--solo-seconds", type=float, default=15.0,
+                    help="protocol client: the training's rate is measured alone this long before the burst")
     ap.add_argument("--client", choices=("chromium", "protocol"), default="chromium",
                     help="a real browser per session, or Streamlit's websocket protocol without rendering")
     ap.add_argument("--url", help="a running server (loopback only); default: start one")
@@ -654,6 +723,7 @@ def main(argv: list[str] | None = None) -> int:
     result = summarise(sessions, sampler, baseline, seconds, args, models)
     result["model"] = model
     result["first_visit_s"] = round(warm_up, 2)
+    result["training_rate"] = {k: v for k, v in TRAINING_RATE.items() if k != "burst_from"}
     n = result["interactions"]["all interactions"]["n"]
     result["server_cpu_s"] = round(server_cpu, 1)
     result["server_cpu_s_per_interaction"] = round(server_cpu / n, 3) if n else None

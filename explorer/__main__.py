@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import defaults
+from .cli_checks import check_args
 from .errors import ExplorerError
 from .progress import ConsoleProgress
 
@@ -152,9 +153,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="translation: share of the pairs held out for validation")
     t.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads per training process (default: the idle cores over the processes)")
-    t.add_argument("--processes", type=int, choices=(1, 2), default=None,
-                   help="training processes on the CPU: 2 splits each batch over two cores (default: 2 where "
-                        "this process may use two cores; 1 gives the single-process float sums)")
+    t.add_argument("--processes", type=int, default=None,
+                   help="training processes on this machine's CPU (torch.distributed, gloo): each takes a share of "
+                        "every batch (default: 2 where this process may use two cores; 1 gives the single-process "
+                        "float sums). Under torchrun, its --nproc-per-node and --nnodes set them instead")
     t.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="where to train (auto: a CUDA GPU when torch sees one, else the CPU; "
                         "the EXPLORER_DEVICE environment variable sets what auto picks)")
@@ -230,27 +232,59 @@ def _device_notice(device: torch.device, progress: ConsoleProgress) -> Callable[
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """One process, N processes on this machine (--processes), or one rank of a torchrun launch: the same
+    training in each (explorer/distributed.py); rank 0 alone prints progress and writes the checkpoint."""
+    import os
+
+    from . import distributed
+    from .devices import pick_device
+    from .recipes import auto_threads
+    device = pick_device(args.device)
+    idle = auto_threads()
+    if distributed.under_torchrun():
+        if args.processes not in (None, 1):
+            raise ExplorerError("under torchrun, its --nproc-per-node and --nnodes set the processes: "
+                                "leave out --processes")
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        world = distributed.from_environment(device)
+        try:
+            return _train_rank(args, world, args.threads or max(1, idle // local))
+        except RuntimeError as exc:  # a collective another rank never joined (DDP's all_reduce in backward)
+            if distributed.is_collective_failure(exc):
+                raise distributed.DistributedError(distributed.stopped_message(exc)) from exc
+            raise
+        finally:
+            distributed.leave()
+    processes = distributed.processes_wanted(args.processes if device.type == "cpu" else args.processes or 1)
+    if args.processes is None and not distributed.can_fork():
+        processes = 1  # the default where this process cannot fork ranks (main() called from a threaded program)
+    if processes > 1 and device.type != "cpu":
+        raise ExplorerError("--processes is for the CPU: train on several GPUs with torchrun --nproc-per-node N")
+    threads = args.threads or max(1, idle // processes)
+    return distributed.run_ranks(processes, device, lambda world: _train_rank(args, world, threads))
+
+
+def _train_rank(args: argparse.Namespace, world, threads: int) -> int:
+    """Train as rank `world.rank` of `world.size`; rank 0 writes the checkpoint (atomically) and the summary."""
     import torch
 
     from . import checkpoint
-    from .devices import pick_device
-    from .parallel import processes_wanted
-    from .recipes import auto_threads, train_from_args
-    if args.epochs is not None and (args.task or args.steps is not None):
-        raise ExplorerError("--epochs is for --data (a file of pairs) without --steps")
-    if args.epochs is not None and not args.epochs > 0:
-        raise ExplorerError("--epochs must be above 0")
-    device = pick_device(args.device)
-    idle = auto_threads()
-    processes = processes_wanted(args.processes) if device.type == "cpu" else 1
-    torch.set_num_threads(args.threads or max(1, idle // processes))
-    progress = ConsoleProgress(quiet=args.quiet)
-    bundle, result = train_from_args(args, on_eval=progress.on_eval, on_step=_device_notice(device, progress),
-                                     device=device, processes=processes)
-    path = checkpoint.save(bundle, args.out, half=args.half)
+    import contextlib
+
+    from .recipes import train_from_args
+    torch.set_num_threads(threads)
+    progress = ConsoleProgress(quiet=args.quiet or not world.leader)
+    # rank 0 writes: a second training to the same --out is refused now, not overwritten at its end
+    with checkpoint.writer(args.out) if world.leader else contextlib.nullcontext():
+        bundle, result = train_from_args(args, on_eval=progress.on_eval,
+                                         on_step=_device_notice(world.device, progress), device=world.device,
+                                         world=world)
+        if not world.leader:
+            return 0
+        path = checkpoint.save(bundle, args.out, half=args.half)
     m = result.metrics
     progress.summary(result.steps, result.seconds, result.reason, m.exact_match, m.token_accuracy, str(path))
-    print(json.dumps({"checkpoint": str(path), "device": device.type, "processes": result.processes,
+    print(json.dumps({"checkpoint": str(path), "device": world.device.type, "processes": result.processes,
                       "steps": result.steps, "examples": result.examples, "seconds": round(result.seconds, 2),
                       "stopped_because": result.reason, **m.to_dict()}))
     return 0
@@ -277,7 +311,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from . import checkpoint
     from .trace import Intervention, trace
     bundle = checkpoint.load(args.checkpoint)
-    pins = tuple((t, _from_one(_int(v, "--pin position"), "--pin position")) for t, v in
+    pins = tuple((t, _from_one(int(v), "--pin position")) for t, v in  # cli_checks: whole numbers
                  (_pair_arg(p, "pin") for p in args.pin))
     forced = tuple(_pair_arg(f, "force") for f in args.force)
     masked = tuple(_from_one(i, "--mask position") for i in args.mask)
@@ -296,13 +330,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 print(f"  step {t + 1:>2}: {tok!r:>8} attends {tr.source_tokens[i]!r} at position {i + 1} "
                       f"(α={tr.weights[t, i]:.3f})")
     return 0
-
-
-def _int(text: str, what: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ExplorerError(f"{what} must be a whole number, got {text!r}") from None
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -349,9 +376,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = {"train": cmd_train, "eval": cmd_eval, "trace": cmd_trace,
                "translate": cmd_translate, "info": cmd_info}[args.command]
     try:
+        check_args(args)
         return handler(args)
     except ExplorerError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("error: out of memory: try a smaller model, batch, beam or file", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the system refused (disk full, permissions): the user's to fix, not a bug
+        where = f" ({str(exc.filename)[:120]})" if exc.filename else ""
+        print(f"error: {exc.strerror or type(exc).__name__}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -1,8 +1,9 @@
 """Checkpoints: one safetensors file holding the weights and, in its JSON header, the readable config.
 
-Loading never executes code from the file (safetensors has no pickle); every way a file can be
-wrong ends in an ExplorerError naming the problem. Writes are atomic: a temporary file in the same
-folder, flushed to disk, then renamed over the target.
+Loading never executes code from the file (safetensors has no pickle) and checks the file whole
+(explorer/header.py) before building anything; every way a file can be wrong ends in an
+ExplorerError naming the problem. Writes are atomic: a temporary file in the same folder, flushed to
+disk, then renamed over the target; the shipped models' folder is never written (explorer/storage.py).
 """
 
 from __future__ import annotations
@@ -11,19 +12,21 @@ import json
 import os
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
+from . import storage
 from .bundle import ModelBundle
 from .errors import ExplorerError
-from .model import ModelConfig, Seq2Seq, seeded_model
+from .header import MAX_HEADER_BYTES, JsonRefused, check_info, check_tensors, parse_json
+from .model import Seq2Seq, seeded_model
 from .subwords import SubwordTokenizer
-from .tasks import TaskSpec
 from .vocab import Vocab
 
 FORMAT = "attention-explorer/1"
@@ -68,21 +71,24 @@ def to_bytes(bundle: ModelBundle, half: bool = False) -> bytes:
 
 
 def save(bundle: ModelBundle, path: str | Path, half: bool = False) -> Path:
-    """Write the checkpoint atomically: a crash midway leaves any previous file at `path` intact."""
-    path = Path(path)
-    if path.suffix != SUFFIX:
-        path = path.with_name(path.name + SUFFIX)
+    """Write the checkpoint atomically: a crash midway leaves any previous file at `path` intact.
+
+    Never into the shipped models' folder (however the path is spelled); one writer per path at a
+    time (a second is refused); temporary files of writers killed earlier are removed."""
+    path = target_path(path)
     data = to_bytes(bundle, half)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is an ordinary readable file
-        os.replace(tmp, path)
+        with storage.writer_lock(path):
+            storage.clean_stale_temps(path)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is an ordinary readable file
+            os.replace(tmp, path)
     except BaseException as exc:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
@@ -92,22 +98,57 @@ def save(bundle: ModelBundle, path: str | Path, half: bool = False) -> Path:
     return path
 
 
+def target_path(path: str | Path) -> Path:
+    """Where `save` writes for `path` (.safetensors added), checked before any work: a path the file
+    system takes, outside the read-only shipped models' folder."""
+    storage.check_path_text(str(path), "checkpoint path")
+    path = Path(path)
+    if path.suffix != SUFFIX:
+        path = path.with_name(path.name + SUFFIX)
+    storage.check_path_text(str(path), "checkpoint path")
+    storage.refuse_read_only(path, PRETRAINED_DIR, str(path))
+    return path
+
+
+@contextmanager
+def writer(path: str | Path) -> Iterator[Path]:
+    """Hold the right to write `path` (as `save` would name it) for a whole run, e.g. a training:
+    a second writer of the same path is refused at once instead of silently winning or losing."""
+    target = target_path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExplorerError(f"cannot write checkpoint {target}: {exc.strerror or exc}") from None
+    with storage.writer_lock(target):
+        yield target
+
+
 def resolve(name_or_path: str) -> Path:
     """A shipped checkpoint's name (e.g. `reverse`) or a path to a file; a path without the suffix finds
     the file `save` wrote for it (`train --out runs/rev` writes runs/rev.safetensors)."""
-    candidate = PRETRAINED_DIR / f"{name_or_path}{SUFFIX}"
-    if "/" not in name_or_path and candidate.exists():
-        return candidate
+    storage.check_path_text(name_or_path, "checkpoint name")
+    if name_or_path and "/" not in name_or_path and os.sep not in name_or_path:
+        candidate = PRETRAINED_DIR / f"{name_or_path}{SUFFIX}"
+        if _exists(candidate):
+            return candidate
     path = Path(name_or_path)
-    if path.is_file():
+    if name_or_path and _exists(path):
         return path
-    with_suffix = path.with_name(path.name + SUFFIX) if path.name and path.suffix != SUFFIX else None
-    if with_suffix is not None and with_suffix.is_file():
+    with_suffix = path.with_name(path.name + SUFFIX) if name_or_path and path.name and path.suffix != SUFFIX else None
+    if with_suffix is not None and _exists(with_suffix):
         return with_suffix
-    if path.exists():
-        return path
     names = ", ".join(pretrained_names()) or "none"
-    raise ExplorerError(f"no checkpoint named {name_or_path!r} (shipped: {names}) and no such file")
+    shown = name_or_path if len(name_or_path) <= 80 else name_or_path[:60] + "…"
+    raise ExplorerError(f"no checkpoint named {shown!r} (shipped: {names}) and no such file")
+
+
+def _exists(path: Path) -> bool:
+    """Whether anything is at `path` (an unreadable or impossible path counts as nothing)."""
+    try:
+        os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def pretrained_names() -> list[str]:
@@ -116,21 +157,17 @@ def pretrained_names() -> list[str]:
 
 
 def load(name_or_path: str | Path, name: str | None = None) -> ModelBundle:
-    """Load a checkpoint by shipped name or path; ExplorerError for anything wrong with it."""
+    """Load a checkpoint by shipped name or path; ExplorerError for anything wrong with it.
+
+    Only a regular file is read, and at most MAX_CHECKPOINT_BYTES of it, whatever it claims."""
     path = resolve(str(name_or_path))
-    try:
-        size = path.stat().st_size
-        if size > MAX_CHECKPOINT_BYTES:
-            raise ExplorerError(f"{path.name} is {size:,} bytes; checkpoints are at most {MAX_CHECKPOINT_BYTES:,}")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ExplorerError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
+    data = storage.read_regular(path, "checkpoint", MAX_CHECKPOINT_BYTES)
     default = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
     return from_bytes(data, name or default, source=str(path))
 
 
 def from_bytes(data: bytes, name: str, source: str = "upload") -> ModelBundle:
-    """Build a bundle from checkpoint bytes (files and uploads alike)."""
+    """Build a bundle from checkpoint bytes (files and uploads alike), every part checked first."""
     if len(data) > MAX_CHECKPOINT_BYTES:
         raise ExplorerError(f"{source} is {len(data):,} bytes; checkpoints are at most {MAX_CHECKPOINT_BYTES:,}")
     if len(data) < 8:
@@ -139,53 +176,46 @@ def from_bytes(data: bytes, name: str, source: str = "upload") -> ModelBundle:
     if header_len <= 0 or header_len > len(data) - 8:
         raise ExplorerError(f"{source} is not an Attention Explorer checkpoint (not a safetensors file, "
                             "or truncated); pickled .pt files are refused because they can run code")
+    if header_len > MAX_HEADER_BYTES:
+        raise ExplorerError(f"{source} has a {header_len:,}-byte header; the limit is {MAX_HEADER_BYTES:,}")
     try:
-        header = json.loads(data[8: 8 + header_len])
+        header = parse_json(data[8: 8 + header_len], "header")
         meta = header.get("__metadata__") or {}
-        info = json.loads(meta["explorer"])
+        info = parse_json(meta["explorer"], "config")
+    except JsonRefused as exc:
+        raise ExplorerError(f"{source} has an invalid config: {exc}") from None
     except (ValueError, KeyError, TypeError, AttributeError):
         raise ExplorerError(f"{source} is a safetensors file without an Attention Explorer config") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT:
-        raise ExplorerError(f"{source} has an unknown checkpoint format {info.get('format') if isinstance(info, dict) else None!r}")
+        shown = str(info.get("format"))[:40] if isinstance(info, dict) else None
+        raise ExplorerError(f"{source} has an unknown checkpoint format {shown!r}")
     try:
-        tensors = st_load(data)
-    except (SafetensorError, ValueError, RuntimeError) as exc:
-        raise ExplorerError(f"{source} is corrupt: {str(exc).splitlines()[0][:200]}") from None
-    bundle = _bundle_from_info(info, name, source, tensors)
-    bundle.model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()})
-    bundle.model.eval()
-    return bundle
-
-
-def _bundle_from_info(info: dict[str, Any], name: str, source: str, tensors: dict[str, torch.Tensor]) -> ModelBundle:
-    """The bundle the config describes, once the file's tensors are known to fit it (weights not loaded yet)."""
-    try:
-        cfg = ModelConfig.from_dict(info["model"])
-        src_vocab = Vocab(tuple(info["source_vocab"]))
-        tgt_vocab = Vocab(tuple(info["target_vocab"]))
-        task = TaskSpec(**info["task"]) if info.get("task") else None
-        languages = tuple(info["languages"]) if info.get("languages") else None
-        subwords = _subwords_from_info(info.get("tokenizers"), src_vocab, tgt_vocab, languages)
+        checked = check_info(info)
+        subwords = _subwords_from_info(checked.tokenizers, checked.src_vocab, checked.tgt_vocab, checked.languages)
     except ExplorerError as exc:
         raise ExplorerError(f"{source} has an invalid config: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
-        raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {exc})") from None
-    if len(src_vocab) != cfg.src_vocab or len(tgt_vocab) != cfg.tgt_vocab:
-        raise ExplorerError(f"{source}: vocabularies ({len(src_vocab)}, {len(tgt_vocab)} tokens) do not match "
-                            f"the model ({cfg.src_vocab}, {cfg.tgt_vocab})")
+        raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {str(exc)[:200]})") from None
     # Check the weights against a model without storage first: a config claiming a huge model
     # must not make us allocate (or initialise) it.
     try:
         with torch.device("meta"):
-            skeleton = Seq2Seq(cfg)
+            skeleton = Seq2Seq(checked.cfg)
     except (RuntimeError, ValueError, TypeError) as exc:
-        raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {exc})") from None
-    _check_weights(skeleton.state_dict(), tensors, source)
-    return ModelBundle(name=name, model=seeded_model(cfg, 0), src_vocab=src_vocab, tgt_vocab=tgt_vocab, task=task,
-                       languages=languages, training=dict(info.get("training") or {}),
-                       metrics=dict(info.get("metrics") or {}), subwords=subwords,
-                       examples=_examples(info.get("examples"), source),
-                       saved_at=info["saved_at"] if isinstance(info.get("saved_at"), str) else None)
+        raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {str(exc)[:200]})") from None
+    try:
+        tensors = st_load(data)
+    except (SafetensorError, ValueError, RuntimeError, TypeError) as exc:
+        raise ExplorerError(f"{source} is corrupt: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
+    check_tensors(skeleton.state_dict(), tensors, source)
+    saved_at = info.get("saved_at")
+    bundle = ModelBundle(name=name, model=seeded_model(checked.cfg, 0), src_vocab=checked.src_vocab,
+                         tgt_vocab=checked.tgt_vocab, task=checked.task, languages=checked.languages,
+                         training=checked.training, metrics=checked.metrics, subwords=subwords,
+                         examples=checked.examples, saved_at=saved_at if isinstance(saved_at, str) else None)
+    bundle.model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()})
+    bundle.model.eval()
+    return bundle
 
 
 def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -199,28 +229,3 @@ def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab,
     if pair[0].vocab != src_vocab.tokens or pair[1].vocab != tgt_vocab.tokens:
         raise ExplorerError("the subword tokenizers do not match the stored vocabularies")
     return pair
-
-
-def _examples(value: Any, source: str) -> tuple[tuple[str, str], ...]:
-    """The checkpoint's held-out example pairs (absent in older files: none)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in value):
-        raise ExplorerError(f"{source} has an invalid config: examples must be a list of [source, target] texts")
-    return tuple((p[0], p[1]) for p in value)
-
-
-def _check_weights(expected: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], source: str) -> None:
-    """ExplorerError unless the file holds exactly the expected tensors, with their shapes, as floats."""
-    missing = sorted(set(expected) - set(tensors))
-    extra = sorted(set(tensors) - set(expected))
-    if missing or extra:
-        detail = f"missing {missing[:3]}" if missing else f"unexpected {extra[:3]}"
-        raise ExplorerError(f"{source} does not match its architecture: {detail}")
-    for key, value in expected.items():
-        if tensors[key].shape != value.shape:
-            raise ExplorerError(f"{source} does not match its architecture: {key} has shape "
-                                f"{tuple(tensors[key].shape)}, expected {tuple(value.shape)}")
-        if not tensors[key].is_floating_point():
-            raise ExplorerError(f"{source}: {key} is not a floating-point tensor")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+import stat
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
@@ -48,18 +49,19 @@ class Corpus:
 
 def load_tsv(path: str | Path, max_bytes: int = 50_000_000, max_problems_listed: int = 1000) -> Corpus:
     """Read a `source<TAB>target[<TAB>attribution]` file, so users can train on their own pairs."""
+    from .storage import read_regular
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if p.is_dir():
+        info = p.stat()
+        if stat.S_ISDIR(info.st_mode):
             raise ExplorerError(f"cannot read {p}: it is a directory, not a file")
-        if size > max_bytes:
-            raise ExplorerError(f"{p} is too large: {size:,} bytes (limit {max_bytes:,})")
-        data = p.read_bytes()
+        if info.st_size > max_bytes:
+            raise ExplorerError(f"{p} is too large: {info.st_size:,} bytes (limit {max_bytes:,})")
     except FileNotFoundError:
         raise ExplorerError(f"cannot read {p}: no such file") from None
     except OSError as e:
         raise ExplorerError(f"cannot read {p}: {e.strerror or e}") from None
+    data = read_regular(p, "TSV file", max_bytes)  # devices and FIFOs refused; never more than max_bytes read
     return _parse(data, str(p), max_bytes, max_problems_listed)
 
 
@@ -101,7 +103,7 @@ def _parse_line(raw: bytes) -> tuple[str, str] | str:
     except UnicodeDecodeError:
         return "not valid UTF-8"
     if not text.strip():
-        return ""
+        return "only tabs, no text" if "\t" in text else ""
     columns = text.split("\t")
     if len(columns) not in (2, 3):
         return f"expected 2 or 3 tab-separated columns, found {len(columns)}"
@@ -114,7 +116,7 @@ def _parse_line(raw: bytes) -> tuple[str, str] | str:
 
 
 def _why_empty(data: bytes, problems: list[Problem], n_problems: int) -> str:
-    if not data.strip():
+    if not data.strip(b"\r\n"):
         return "the file is empty"
     if b"\x00" in data:
         return "it looks like a binary file (NUL bytes), not UTF-8 text"

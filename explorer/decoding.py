@@ -113,21 +113,71 @@ class Candidate:
         return self.log_prob / max(1, len(self.ids))
 
 
+@dataclass(frozen=True)
+class BeamNode:
+    """One hypothesis the search kept at one step: the token it added and the prefix's total log-probability.
+
+    `parent` is the index of the node it extends (-1: it extends <sos>). `finished`: the token is <eos>
+    (a candidate). `pruned`: kept at its step, but the search dropped every continuation of it (or stopped
+    before extending it). `candidate`: its rank among the returned candidates (0 best), else None."""
+
+    index: int
+    step: int  # 0-based decoding step that chose the token
+    token: int
+    log_prob: float
+    parent: int
+    finished: bool
+    pruned: bool
+    candidate: int | None
+
+
+@dataclass(frozen=True)
+class BeamRecord:
+    """Everything one beam search kept, in the order it kept it, and what it returned (plain Python, no torch)."""
+
+    width: int
+    nodes: tuple[BeamNode, ...]
+    candidates: tuple[Candidate, ...]  # best first, as `beam_search` returns them
+
+    def prefix(self, index: int) -> tuple[int, ...]:
+        """The token ids from the first step up to and including node `index`."""
+        ids = []
+        while index >= 0:
+            node = self.nodes[index]
+            ids.append(node.token)
+            index = node.parent
+        return tuple(reversed(ids))
+
+    def children(self, index: int) -> list[BeamNode]:
+        return [n for n in self.nodes if n.parent == index]
+
+    @property
+    def steps(self) -> int:
+        return 1 + max((n.step for n in self.nodes), default=-1)
+
+
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, source: Sequence[int], width: int, max_len: int | None = None) -> list[Candidate]:
     """Beam search for one input; returns every finished (or capped) candidate, best first.
 
     Beams are batch rows of the same step function; width 1 is exactly greedy decoding.
     """
+    return list(beam_record(model, source, width, max_len).candidates)
+
+
+@torch.inference_mode()
+def beam_record(model: Seq2Seq, source: Sequence[int], width: int, max_len: int | None = None) -> BeamRecord:
+    """Beam search for one input, keeping every hypothesis it kept at every step (the beam tree)."""
     if width < 1:
         raise ValueError("beam width must be at least 1")
     max_len = max_len or model.cfg.max_tgt_len
     device = model_device(model)
     src, lengths = batch_sources([source], device)
     memory = model.encode(src, lengths)
-    beams: list[tuple[tuple[int, ...], float]] = [((), 0.0)]
+    beams: list[tuple[tuple[int, ...], float, int]] = [((), 0.0, -1)]  # ids, log P, node index
     state, c = memory.s0, model.initial_context(1, device)
-    done: list[Candidate] = []
+    done: list[tuple[Candidate, int]] = []
+    nodes: list[dict] = []
     for t in range(max_len):
         n = len(beams)
         rows = torch.zeros(n, dtype=torch.long, device=device)
@@ -144,11 +194,14 @@ def beam_search(model: Seq2Seq, source: Sequence[int], width: int, max_len: int 
         for score, index in zip(top.values.tolist(), top.indices.tolist()):
             row, token = divmod(index, V)
             ids = beams[row][0] + (token,)
+            node = len(nodes)
+            nodes.append({"index": node, "step": t, "token": token, "log_prob": score, "parent": beams[row][2],
+                          "finished": token == EOS_ID})
             if token == EOS_ID:
-                done.append(Candidate(ids, score, True))
+                done.append((Candidate(ids, score, True), node))
             else:
                 keep_rows.append(row)
-                next_beams.append((ids, score))
+                next_beams.append((ids, score, node))
         if not next_beams or len(done) >= width:
             break
         index = torch.tensor(keep_rows, dtype=torch.long, device=device)
@@ -157,7 +210,12 @@ def beam_search(model: Seq2Seq, source: Sequence[int], width: int, max_len: int 
         c = None if step.context is None else step.context.index_select(0, index)
         beams = next_beams
     else:
-        done.extend(Candidate(ids, score, False) for ids, score in beams)
+        done.extend((Candidate(ids, score, False), node) for ids, score, node in beams)
     if not done:
-        done.extend(Candidate(ids, score, False) for ids, score in beams)
-    return sorted(done, key=lambda cand: cand.normalized, reverse=True)
+        done.extend((Candidate(ids, score, False), node) for ids, score, node in beams)
+    ranked = sorted(done, key=lambda pair: pair[0].normalized, reverse=True)
+    rank = {node: r for r, (_, node) in enumerate(ranked)}
+    parents = {n["parent"] for n in nodes}
+    kept = tuple(BeamNode(**n, pruned=not n["finished"] and n["index"] not in parents and n["index"] not in rank,
+                          candidate=rank.get(n["index"])) for n in nodes)
+    return BeamRecord(width, kept, tuple(cand for cand, _ in ranked))

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from .bundle import ModelBundle
 from .decoding import batch_sources, beam_search, greedy_batch, strip_output
 from .errors import ExplorerError
+from .limits import check_beam, check_lengths, check_samples
 from .tasks import make_task
 from .train import Pair, evaluate
 from .vocab import EOS_ID
@@ -19,10 +20,15 @@ def task_pairs(bundle: ModelBundle, samples: int, seed: int, min_len: int | None
     """Fresh examples of the bundle's task (optionally over another length range) as id pairs."""
     if bundle.task is None:
         raise ExplorerError(f"{bundle.name} is a translation model: give --data FILE.tsv")
+    check_samples(samples)
     spec = bundle.task
     if min_len is not None or max_len is not None:
         lo = min_len if min_len is not None else spec.min_len
         hi = max_len if max_len is not None else max(spec.max_len, lo)
+        cfg = bundle.model.cfg
+        longest = min(cfg.max_src_len, cfg.max_tgt_len - 1)
+        if spec.name != "dates":
+            check_lengths(lo, hi, longest)
         spec = replace(spec, min_len=lo, max_len=hi)
     task = make_task(spec)
     examples = task.sample(random.Random(seed), samples)
@@ -43,6 +49,7 @@ def accuracy_by_length(bundle: ModelBundle, lengths: Sequence[int], samples: int
 
 def translate_ids(bundle: ModelBundle, sources: Sequence[Sequence[int]], beam: int = 1) -> list[list[int]]:
     """Output ids (without <eos>) for many inputs: batched greedy, or beam search one by one."""
+    check_beam(beam)
     if beam <= 1:
         out = greedy_batch(bundle.model, sources)
         return [strip_output(row) for row in out.ids.tolist()]
@@ -85,7 +92,7 @@ def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, bea
     references (cleaned, and in simplified script for Chinese, as the model was trained), with sacrebleu's
     defaults. An older word-level model wrote lower case: its references go through its own tokenizer
     and back, as before."""
-    from .corpus import load_tsv, translation_scores
+    from .corpus import load_tsv
     corpus = load_tsv(path)
     pairs = list(corpus.pairs)
     if split == "valid":
@@ -94,17 +101,34 @@ def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, bea
         raise ExplorerError(f"split must be 'all' or 'valid', got {split!r}")
     if samples:
         pairs = pairs[:samples]
-    limit = bundle.model.cfg.max_src_len
+    report = score_pairs(bundle, pairs, beam)
+    if not report["n"]:
+        raise ExplorerError(f"no usable pair in {path} for this model")
+    report["skipped"] = len(pairs) - report["n"]
+    report["beam"] = beam
+    report["split"] = split
+    return report
+
+
+def score_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]], beam: int = 1,
+                limit: int | None = None) -> dict[str, Any]:
+    """Exact match, token accuracy, corpus BLEU and chrF (corpus.translation_scores) of `bundle` on the
+    (source, target) pairs it can read (at most `limit` of them); n is how many were scored (0: none, and
+    no scores). The CLI's eval and the app's Train and Compare pages all score through here."""
+    from .corpus import translation_scores
+    max_src = bundle.model.cfg.max_src_len
     usable, id_pairs = [], []
     for src, tgt in pairs:
+        if limit is not None and len(usable) >= limit:
+            break
         tokens = bundle.tokenize_source(src)
-        if not tokens or len(tokens) > limit:
+        if not tokens or len(tokens) > max_src:
             continue
         usable.append((src, tgt))
         tgt_tokens = bundle.tokenize_target(tgt)[: bundle.model.cfg.max_tgt_len - 1]
         id_pairs.append(Pair(tuple(bundle.src_vocab.encode(tokens)), tuple(bundle.tgt_vocab.encode(tgt_tokens))))
     if not usable:
-        raise ExplorerError(f"no usable pair in {path} for this model")
+        return {"n": 0}
     report: dict[str, Any] = evaluate(bundle.model, id_pairs).to_dict()
     outputs = []
     for start in range(0, len(id_pairs), 256):
@@ -114,9 +138,7 @@ def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, bea
     language = bundle.languages[1] if bundle.languages else "en"
     references = [bundle.reference_text(t) for _, t in usable]
     report.update(translation_scores(hypotheses, references, language))
-    report["skipped"] = len(pairs) - len(usable)
-    report["beam"] = beam
-    report["split"] = split
+    report["n"] = len(usable)
     return report
 
 

@@ -12,9 +12,9 @@ from typing import Any, Callable
 from . import defaults
 from .bundle import ModelBundle
 from .errors import ExplorerError
-from .jobs import LIMITS, Limits, TrainingJob
+from .jobs import LIMITS, Limits, TrainingJob, training_memory
 from .registry import private_copy
-from .train import Pair, PairData, TaskData, TrainConfig, task_config
+from .train import Pair, PairData, TrainConfig, task_config
 from .vocab import UNK
 
 MAX_UNKNOWN = 0.2  # a file with more of its tokens outside the model's vocabularies is refused
@@ -37,13 +37,10 @@ def vocabulary_coverage(bundle: ModelBundle, pairs: list[tuple[str, str]]) -> tu
     return tuple(k / t if t else 0.0 for k, t in zip(known, total))  # type: ignore[return-value]
 
 
-def pair_data(bundle: ModelBundle, tsv: bytes | None, cfg: TrainConfig,
-              limits: Limits = LIMITS) -> tuple[Any, list[tuple[str, str]]]:
-    """The data to train `bundle` further on: fresh samples of its toy task, or a TSV (the one it was trained
-    on, or a new one) split as training splits it. ExplorerError with the reason when the file does not fit."""
-    if bundle.task is not None:
-        task = bundle.task_obj
-        return TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed), []
+def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int,
+              limits: Limits = LIMITS) -> tuple[PairData, list[tuple[str, str]]]:
+    """A translation model's data to train further on: a TSV (the one it was trained on, or a new one) split
+    as training splits it, and the held-out pairs as text. ExplorerError with the reason when it does not fit."""
     if tsv is None:
         raise ExplorerError(f"{bundle.name} is a translation model: upload a TSV file of sentence pairs to train "
                             "it on (the file it was trained on, or a new one in the same languages)")
@@ -52,7 +49,7 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, cfg: TrainConfig,
     from .corpus import load_tsv_bytes, split_pairs
     corpus = load_tsv_bytes(tsv, name="upload")
     fraction = float(bundle.training.get("valid_fraction", defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"]))
-    train_items, valid_items = split_pairs(list(enumerate(corpus.pairs)), fraction, cfg.seed)
+    train_items, valid_items = split_pairs(list(enumerate(corpus.pairs)), fraction, seed)
     max_src, max_tgt = bundle.model.cfg.max_src_len, bundle.model.cfg.max_tgt_len - 1
 
     def usable(items) -> list[tuple[str, str]]:
@@ -80,28 +77,38 @@ def further_job(bundle: ModelBundle, name: str, cfg: TrainConfig, tsv: bytes | N
                 probe: str | None = None, publish: Callable[[ModelBundle], None] | None = None,
                 limits: Limits = LIMITS, auto: bool = False, epochs: float | None = None) -> TrainingJob:
     """A (not yet started) job training a private copy of `bundle`, named `name`, with `cfg` (its
-    optimizer starts afresh; the architecture and vocabularies are the bundle's). Translation: `auto`
-    sizes the run from the file as a new run's (defaults.py), `epochs` sets it in passes over the file."""
+    optimizer starts afresh; the architecture and vocabularies are the bundle's), in a process of its own
+    (jobs.TrainingJob): `bundle` itself is never touched. Translation: `auto` sizes the run from the file
+    as a new run's (defaults.py), `epochs` sets it in passes over the file."""
     import math
     from dataclasses import replace
 
-    from .jobs import _automatic_length, eval_interval, training_pairs
+    from . import checkpoint, job_process
+    from .jobs import _job_memory, automatic_length, eval_interval, registry, training_pairs
     limits.check({}, cfg, bundle.task)
     copy = private_copy(bundle, name)
     if bundle.task is not None:
-        cfg = task_config(cfg, bundle.task_obj)
-    data, held_out = pair_data(bundle, tsv, cfg, limits)  # reads only its vocabularies and tokenizers
-    if held_out or bundle.task is None:
+        task = bundle.task_obj
+        cfg = task_config(cfg, task)
+        held_out: list[tuple[str, str]] = []
+        probe_text, tokens = probe or task.examples()[0], 2 * bundle.task.max_len + 2
+        recipe = job_process.Recipe(name, {}, spec=bundle.task, seed=cfg.seed, weights=checkpoint.to_bytes(copy))
+    else:
+        if tsv is not None:
+            registry().check_memory(training_memory(len(tsv)))
+        data, held_out = pair_data(bundle, tsv, cfg.seed, limits)  # reads only its vocabularies and tokenizers
         if auto:
-            cfg = _automatic_length(cfg, training_pairs(data), limits)
+            cfg = automatic_length(cfg, training_pairs(data), limits)
         elif epochs is not None:
             steps = min(limits.max_steps, max(1, math.ceil(epochs * training_pairs(data) / cfg.batch_size)))
             cfg = replace(cfg, steps=steps, eval_every=eval_interval(steps, cfg.eval_every))
-    if probe is not None:
-        copy.prepare(probe)  # an unusable probe is refused now, with the reason
-    job = TrainingJob(copy, data, cfg, probe=probe, publish=publish)
-    job.held_out = held_out
-    if held_out:
         from .recipes import pick_examples
         copy.examples = pick_examples(copy, held_out) or copy.examples
+        probe_text, tokens = probe or data.probe_text(), bundle.model.cfg.max_src_len
+        recipe = job_process.Recipe(name, {}, tsv=tsv, seed=cfg.seed, weights=checkpoint.to_bytes(copy))
+    if probe is not None:
+        copy.prepare(probe)  # an unusable probe is refused now, with the reason
+    job = TrainingJob(recipe, copy, cfg, probe_text, probe=probe, publish=publish)
+    job.memory = _job_memory(copy, cfg, len(tsv or b""), tokens)
+    job.held_out = held_out
     return job

@@ -21,7 +21,7 @@ from .bundle import ModelBundle
 from .defaults import LARGE_MODEL, TASK_MODEL_DEFAULTS, TASK_TRAIN_DEFAULTS, TRANSLATION_DATA_DEFAULTS
 from .errors import ExplorerError
 from .model import ModelConfig, seeded_model
-from .parallel import usable_cores
+from .distributed import World, usable_cores
 from .tasks import TaskSpec
 from .train import (Callback, Pair, PairData, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle,
                     task_config)
@@ -61,20 +61,16 @@ def _pick(args: argparse.Namespace, base: dict[str, Any], names: dict[str, str])
 def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: TrainConfig,
                on_step: Callback | None = None, on_eval: Callback | None = None,
                stop: threading.Event | None = None, device: str | torch.device | None = "auto",
-               processes: int = 1, probe: bool = False) -> tuple[ModelBundle, Trainer, TrainResult]:
-    """Build a fresh model for a toy task and train it (on `device`, see devices.pick_device; with two
-    `processes`, see parallel.py: the caller closes the returned trainer). `probe`: trace the probe input
-    at each evaluation for `on_eval` (Progress.probe); off by default, as the CLI shows no trace."""
+               world: World | None = None, probe: bool = False) -> tuple[ModelBundle, Trainer, TrainResult]:
+    """Build a fresh model for a toy task and train it (on `device`, see devices.pick_device; as one rank
+    of a `world`, see distributed.py). `probe`: trace the probe input at each evaluation for `on_eval`
+    (Progress.probe); off by default, as the CLI shows no trace."""
     bundle, task = new_task_bundle(spec, name, seed=cfg.seed, **model_options)
     cfg = task_config(cfg, task)
     data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
     trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop, probe=probe, device=device,
-                      processes=processes)
-    try:
-        return bundle, trainer, trainer.run()
-    except BaseException:
-        trainer.close()
-        raise
+                      world=world)
+    return bundle, trainer, trainer.run()
 
 
 def default_vocab_size(pairs: int) -> int:
@@ -141,9 +137,10 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
 
 
 def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, on_step: Callback | None = None,
-                    device: str | torch.device | None = None, processes: int = 1) -> tuple[ModelBundle, TrainResult]:
+                    device: str | torch.device | None = None, world: World | None = None
+                    ) -> tuple[ModelBundle, TrainResult]:
     """The CLI's `train`: a toy task or a TSV, with the given options over the defaults, on `device`
-    (default: `args.device`, else auto), in one or two `processes`."""
+    (default: `args.device`, else auto), as one rank of `world` (None: alone)."""
     device = device if device is not None else getattr(args, "device", "auto")
     name = args.name or Path(args.out).name.removesuffix(".safetensors")
     model_names = {"embed": "embed", "hidden": "hidden", "attn_dim": "attn_dim", "layers": "layers",
@@ -158,7 +155,7 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
         cfg = TrainConfig(**_pick(args, TRAIN_DEFAULTS, train_names))
         spec = TaskSpec(args.task, args.min_len, args.max_len, args.alphabet)
         bundle, trainer, result = train_task(spec, name, model_options, cfg, on_step=on_step, on_eval=on_eval,
-                                             device=device, processes=processes)
+                                             device=device, world=world)
         trainer.close()
         return bundle, result
     model_options = _pick(args, {}, model_names)
@@ -173,7 +170,7 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
                                         src_lang=args.src_lang, tgt_lang=args.tgt_lang, **data_options,
                                         max_vocab=args.vocab_size, extra=extra, extra_repeat=args.extra_repeat)
     cfg = TrainConfig(**translation_run(train_options, len(data._train), getattr(args, "epochs", None)))
-    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, processes=processes)
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world)
     try:
         result = trainer.run()
     finally:

@@ -19,15 +19,16 @@ from torch import nn
 from .bundle import ModelBundle
 from .decoding import greedy_batch, strip_output
 from .devices import pick_device
+from .distributed import World
 from .errors import ExplorerError
 from .model import SEED_LOCK, ModelConfig, Seq2Seq, seeded_model
 from .optim import Adam
-from .parallel import GradientHelper, HelperUnavailable
-from .parallel import available as parallel_available
 from .tasks import Task, TaskSpec, argmax_hits, make_task
 from .vocab import EOS_ID, PAD_ID, SOS_ID, Vocab
 
 
+CONFIRM_Z = 1.645  # the confirmation must clear the target by this many standard errors (one-sided 95%)
+CONFIRM_PART = 500  # confirmation samples scored at a time (a hopeless confirmation stops after its first part)
 TARGET_CHECK_GAP = 3  # fewest steps between evaluations that a training batch's exact match asks for
 
 
@@ -49,6 +50,8 @@ class TrainConfig:
     target_accuracy: float | None = None  # stop once validation exact match reaches it
     eval_every: int = 100
     eval_samples: int = 500
+    confirm_samples: int = 2000  # toy tasks: a validation reaching the target stops the run only when this many
+    #                              other fresh samples reach it too (0: validation alone decides)
     max_seconds: float | None = None
     label_smoothing: float = 0.0  # share of each target's probability spread over the vocabulary (translation)
     stop_patience: int = 0  # stop after this many evaluations without a better validation token accuracy (0: off)
@@ -69,6 +72,8 @@ class TrainConfig:
             problems.append("the curriculum's length in steps cannot be negative")
         if self.eval_every < 1 or self.eval_samples < 1:
             problems.append("evaluation interval and size must be positive")
+        if self.confirm_samples < 0:
+            problems.append("the confirmation set's size cannot be negative")
         if self.plateau_patience < 0:
             problems.append("plateau patience must be 0 (off) or more")
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -93,6 +98,7 @@ class DataSource(Protocol):
 
     def batch(self, rng: random.Random, n: int, share: float = 1.0) -> list[Pair]: ...
     def validation(self) -> list[Pair]: ...
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]: ...
     def probe_text(self) -> str: ...
 
 
@@ -103,6 +109,7 @@ class TaskData:
         self.task, self.src_vocab, self.tgt_vocab = task, src_vocab, tgt_vocab
         self._valid = [self._pair(e) for e in task.sample(random.Random(10_000_019 + seed), eval_samples)]
         self._probe = self.task.examples()[0]
+        self._seed = seed
 
     def _pair(self, e) -> Pair:
         return Pair(tuple(self.src_vocab.encode(e.source)), tuple(self.tgt_vocab.encode(e.target)), e.alignment)
@@ -117,6 +124,12 @@ class TaskData:
 
     def validation(self) -> list[Pair]:
         return self._valid
+
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
+        """n more fresh pairs, new for every attempt: the second look before a stop at the target. A set used
+        again after it refused a stop would be passed sooner or later by a model that fits it by chance."""
+        rng = random.Random(20_000_003 + self._seed + 7_919 * attempt)
+        return [self._pair(e) for e in self.task.sample(rng, n)]
 
     def probe_text(self) -> str:
         return self._probe
@@ -156,6 +169,10 @@ class PairData:
     def validation(self) -> list[Pair]:
         return self._valid
 
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
+        """None: the held-out split is the whole validation already (no fresh pairs to draw)."""
+        return []
+
     def probe_text(self) -> str:
         return self._probe
 
@@ -176,7 +193,7 @@ class Metrics:
 @dataclass(frozen=True)
 class Tally:
     """The counts behind Metrics. Counts of parts of a validation set add up to the whole set's, so two
-    processes can each score half of it (parallel.py)."""
+    processes can each score part of it (distributed.py)."""
 
     n: int = 0
     exact: int = 0
@@ -187,6 +204,10 @@ class Tally:
 
     def __add__(self, other: "Tally") -> "Tally":
         return Tally(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+    def summed(self, world: World | None) -> "Tally":
+        """The counts of every rank's part added up (one all_reduce; itself without a world)."""
+        return self if world is None or world.size == 1 else Tally(*(int(v) for v in world.sum(list(astuple(self)))))
 
     def metrics(self) -> Metrics:
         return Metrics(self.n, self.exact / self.n if self.n else 0.0,
@@ -279,7 +300,7 @@ def batch_loss(model: nn.Module, pairs: Sequence[Pair], teacher_forcing: float =
                tokens: int | None = None, label_smoothing: float = 0.0) -> BatchLoss:
     """The training loss of a batch: its mean token loss, or (given `tokens`, the token count of a
     whole batch this is part of) its summed token loss divided by that count, so that the parts of a
-    split batch add up to the whole batch's mean (parallel.py).
+    split batch add up to the whole batch's mean (distributed.py).
 
     Its exactly right rows come free with the logits. Given every earlier target token, an argmax equal
     to every target token means greedy decoding follows the same path and outputs exactly the target, so
@@ -323,10 +344,17 @@ class TrainResult:
     reason: str  # "steps", "target", "time", "stopped", "plateau"
     metrics: Metrics
     history: list[dict] = field(default_factory=list)
-    processes: int = 1  # 2 when a helper process computed half of each batch
+    processes: int = 1  # ranks that trained it together (explorer/distributed.py)
 
 
 Callback = Callable[[Progress], None]
+
+
+def confirmation_bar(target: float, n: int) -> float:
+    """The exact match a confirmation set of n samples must reach before a stop at `target` is believed: the
+    target plus CONFIRM_Z binomial standard errors, so that a model whose true accuracy is below the target
+    passes at most ~5% of the time."""
+    return min(1.0, target + CONFIRM_Z * math.sqrt(target * (1.0 - target) / max(n, 1)))
 
 
 class Trainer:
@@ -334,30 +362,31 @@ class Trainer:
 
     `device` (default "auto": a CUDA GPU when present, see devices.pick_device) is where `run` trains:
     the model moves there for the run and back to the CPU when it ends, so the bundle the caller
-    keeps (pages, traces, checkpoints) is a CPU one; on the CPU nothing moves at all. With
-    `processes=2` (CPU only, from a process with one thread) a forked helper computes half of each
-    batch's gradient and scores half of each evaluation (explorer/parallel.py); `close` stops it.
+    keeps (pages, traces, checkpoints) is a CPU one; on the CPU nothing moves at all. Given a `world`
+    (explorer/distributed.py) of several ranks, this is one of them: DistributedDataParallel wraps the
+    model, each rank trains on its rows of the same global batch and scores its part of each evaluation.
     """
 
     def __init__(self, bundle: ModelBundle, data: DataSource, cfg: TrainConfig,
                  on_step: Callback | None = None, on_eval: Callback | None = None,
                  stop: threading.Event | None = None, probe: bool = True,
-                 device: str | torch.device | None = "auto", processes: int = 1) -> None:
+                 device: str | torch.device | None = "auto", world: World | None = None) -> None:
         self.bundle, self.data, self.cfg = bundle, data, cfg
         self.on_step, self.on_eval = on_step, on_eval
         self.stop = stop or threading.Event()
         self.probe = probe
-        self.device = pick_device(device)
-        self.processes = processes  # 2: a forked helper computes half of each batch (explorer/parallel.py)
-        self._helper: GradientHelper | None = None
-        self._prefetched: list[Pair] | None = None
+        self.world = world if world is not None and world.size > 1 else None
+        self.device = self.world.device if self.world is not None else pick_device(device)
         self.model = bundle.model
+        self._ddp: nn.Module | None = None  # DistributedDataParallel around the model, for a run of several ranks
         self.optimizer = Adam(self.model.parameters(), lr=cfg.lr)  # torch.optim.Adam's update (explorer/optim.py)
         self.rng = random.Random(cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)  # teacher-forcing coins, drawn on the CPU
-        # Dropout masks are drawn where the activations are, and a generator draws on its own device only.
-        self.dropout_generator = self.generator if self.device.type == "cpu" \
-            else torch.Generator(self.device).manual_seed(cfg.seed)
+        # Dropout masks are drawn where the activations are, and a generator draws on its own device only;
+        # every rank draws its own (its rows are not the others').
+        rank = self.world.rank if self.world is not None else 0
+        self.dropout_generator = self.generator if self.device.type == "cpu" and rank == 0 \
+            else torch.Generator(self.device).manual_seed(cfg.seed + 1_000_003 * rank)
         self.step = 0
         self.examples = 0
         self.seconds = 0.0
@@ -369,6 +398,38 @@ class Trainer:
         self._stale_evaluations = 0
         self._best_for_stop = -1.0
         self._evaluations_since_best = 0
+        self._agreed_stop = False  # a run of several ranks: some rank was asked to stop (agreed at each step)
+        self._agreed_time_up = False
+        self._attempts = 0  # confirmations so far (each scores a set of its own)
+        self._refuted_at: int | None = None  # the step of the last confirmation that failed (_confirmed)
+
+    def state(self) -> dict:
+        """Everything `run` needs to go on exactly where it stopped, in another process (load_state): the
+        weights, Adam's moments, the step counters, the random generators and the data source's position."""
+        return {"model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+                "adam": {i: dict(v) for i, v in self.optimizer.state.items()}, "cfg": asdict(self.cfg),
+                "counters": (self.step, self.examples, self.seconds, self.batch_exact_match, self._lr_scale,
+                             self._best_token_accuracy, self._stale_evaluations),
+                "history": list(self.history), "last_metrics": self.last_metrics, "rng": self.rng.getstate(),
+                "generator": self.generator.get_state(), "data": self.data}
+
+    def load_state(self, state: dict) -> None:
+        """Go on from `state` (Trainer.state of a trainer of the same model)."""
+        with torch.no_grad():
+            self.model.load_state_dict(state["model"])
+        self.optimizer.state = {int(i): dict(v) for i, v in state["adam"].items()}
+        self.cfg = TrainConfig(**state["cfg"])
+        (self.step, self.examples, self.seconds, self.batch_exact_match, self._lr_scale,
+         self._best_token_accuracy, self._stale_evaluations) = state["counters"]
+        self.history, self.last_metrics = list(state["history"]), state["last_metrics"]
+        self.rng.setstate(state["rng"])
+        self.generator.set_state(state["generator"])
+        self.data = state["data"]
+
+    @property
+    def processes(self) -> int:
+        """How many ranks train this model together."""
+        return self.world.size if self.world is not None else 1
 
     def set_lr(self, lr: float) -> None:
         """Change the peak learning rate for the next `run` without resetting anything else."""
@@ -418,30 +479,47 @@ class Trainer:
         last = self.history[-1]["step"] if self.history else 0
         return target is not None and self.batch_exact_match >= target and self.step - last >= TARGET_CHECK_GAP
 
-    def train_step(self, pairs: Sequence[Pair], prefetch: bool = False) -> float:
-        """One optimisation step on a batch; returns its mean token loss. With a helper process and
-        `prefetch`, the next batch is drawn while the helper finishes its half (`next_batch` returns it)."""
+    def _forward_model(self) -> nn.Module:
+        """What the training forward pass goes through: DDP around the model in a run of several ranks
+        (its gradient hooks average the ranks' gradients during backward), else the model itself."""
+        if self.world is None:
+            return self.model
+        if self._ddp is None:
+            from torch.nn.parallel import DistributedDataParallel
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            # The model is built from the same seed on every rank; DDP checks that and broadcasts rank 0's anyway.
+            self._ddp = DistributedDataParallel(self.model, device_ids=ids)
+        return self._ddp
+
+    def train_step(self, pairs: Sequence[Pair]) -> float:
+        """One optimisation step on a (global) batch; returns its mean token loss. A rank of several trains
+        on its rows of it (every rank draws the same batch): rows rank, rank + N, ... of the batch sorted
+        longest first, so every rank's part stays longest first and about as long as the others'."""
         # Longest target first: the model then runs each decoder step on a prefix of the batch (views)
         # instead of reordering it; the loss is a mean over tokens, so the order changes nothing else.
         pairs = sorted(pairs, key=lambda p: len(p.tgt), reverse=True)
         rows = len(pairs)
-        helper = self._gradient_helper() if rows > 1 else None
-        tokens = None
-        if helper is not None:  # the helper takes the odd rows; both halves stay longest first
+        tokens, scale = None, 1.0
+        if self.world is not None:
+            # Each rank's summed token loss over the whole batch's token count: the ranks' losses add up to the
+            # batch's mean loss, and DDP averages gradients, so each rank's is scaled by the number of ranks.
             tokens = sum(len(p.tgt) + 1 for p in pairs)  # every target token and its <eos>
-            helper.submit([(p.src, p.tgt) for p in pairs[1::2]], tokens)
-            pairs = pairs[0::2]
-        loss, exact = batch_loss(self.model, pairs, self.cfg.teacher_forcing, self.generator, self.device, tokens,
-                                 self.cfg.label_smoothing)
+            pairs = pairs[self.world.rank::self.world.size]
+            scale = float(self.world.size)
+        model = self._forward_model()
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        value = loss.item()
-        if helper is not None:
-            if prefetch and self._prefetched is None:
-                self._prefetched = self._draw(self.step + 1)
-            helper_loss, helper_exact = helper.collect()
-            value += helper_loss
-            exact += helper_exact
+        if pairs:
+            loss, exact = batch_loss(model, pairs, self.cfg.teacher_forcing, self.generator, self.device, tokens,
+                                     self.cfg.label_smoothing)
+            (loss * scale if scale != 1.0 else loss).backward()
+            value = loss.item()
+        else:  # fewer rows than ranks: this rank still takes part in the gradient's all_reduce, with zeros
+            value, exact = 0.0, 0
+            sum(p.sum() * 0.0 for p in self.model.parameters()).backward()
+        if self.world is not None:
+            time_up = self.cfg.max_seconds is not None and self.seconds >= self.cfg.max_seconds
+            value, exact, stops, times = self.world.sum([value, exact, float(self.stop.is_set()), float(time_up)])
+            self._agreed_stop, self._agreed_time_up = stops > 0, times > 0
         self.batch_exact_match = exact / rows
         if self.cfg.clip:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
@@ -449,10 +527,9 @@ class Trainer:
         return value
 
     def next_batch(self) -> list[Pair]:
-        """The next training batch: the one drawn ahead during the last step, else a new one (the same
-        batches in the same order either way: only this trainer's generator draws them)."""
-        batch, self._prefetched = self._prefetched, None
-        return batch if batch is not None else self._draw(self.step)
+        """The next (global) training batch; only this trainer's generator draws them, so every rank draws
+        the same ones."""
+        return self._draw(self.step)
 
     def _draw(self, step: int) -> list[Pair]:
         """A batch for 0-based `step`: with a curriculum, inputs no longer than its ramp allows by then (the
@@ -461,34 +538,57 @@ class Trainer:
         share = min(1.0, (step + 1) / ramp) if ramp else 1.0
         return self.data.batch(self.rng, self.cfg.batch_size, share)
 
-    def _gradient_helper(self) -> GradientHelper | None:
-        """The second process of a two-process run, started at the first step that can use it."""
-        if (self.processes < 2 or self.cfg.teacher_forcing < 1.0 or self.device.type != "cpu"
-                or self.cfg.label_smoothing):  # the helper computes the plain loss
-            return None
-        if self._helper is None and parallel_available(self.model):
-            try:
-                self._helper = GradientHelper(self.model, self.cfg.seed)
-            except HelperUnavailable:
-                self.processes = 1
-        return self._helper
-
     def close(self) -> None:
-        """Stop the helper process, if one was started (training can no longer continue after this)."""
-        if self._helper is not None:
-            self._helper.close()
-            self._helper = None
-        self.processes = 1
+        """Let go of DDP's hold on the model (its gradient hooks); the model trains alone after this."""
+        self._ddp = None
+        self.world = None
+
+    def _score(self, pairs: Sequence[Pair]) -> Metrics:
+        """evaluate() on `pairs`; in a run of several ranks each scores its part and the counts are summed."""
+        return self._tally(pairs).metrics()
+
+    def _tally(self, pairs: Sequence[Pair]) -> Tally:
+        if self.world is None:
+            return tally(self.model, pairs)
+        return tally(self.model, pairs[self.world.share(len(pairs))]).summed(self.world)
 
     def _validate(self) -> Metrics:
-        """evaluate() on the validation set; in a two-process run the helper scores its second half."""
-        pairs = self.data.validation()
-        if self._helper is None or len(pairs) < 2:
-            return evaluate(self.model, pairs)
-        half = len(pairs) // 2
-        self._helper.submit_evaluation(pairs[half:])
-        mine = tally(self.model, pairs[:half])
-        return (mine + self._helper.collect_evaluation()).metrics()
+        return self._score(self.data.validation())
+
+    def _confirmed(self, metrics: Metrics) -> bool:
+        """Whether validation's reaching the target holds on `confirm_samples` other fresh samples too.
+
+        Why: a run stops the first time validation reaches the target, so the stop picks a moment when the
+        500 validation samples happen to score high: runs that stopped at 99.8% on them scored 98.6-99.0% on
+        fresh samples. Confirming on a second, larger set that played no part in picking the moment makes the
+        stop's promise hold on samples it never saw. The confirmation must clear the target by CONFIRM_Z standard
+        errors (`confirmation_bar`): a set scoring just at the target is as likely to come from a model below it
+        as above, and runs confirmed at 99.2% scored 98.9% on the next 2,000. It is scored in parts and given up
+        once the parts left could not lift it to the bar (the same decision, sooner). A full confirmation costs about four evaluations, so after one
+        that failed the next waits half an evaluation interval (at least TARGET_CHECK_GAP steps)."""
+        target = self.cfg.target_accuracy
+        if target is None or metrics.exact_match < target:
+            return False
+        if self._refuted_at is not None and \
+                self.step - self._refuted_at < max(TARGET_CHECK_GAP, self.cfg.eval_every // 2):
+            return False
+        pairs = self.data.confirmation(self.cfg.confirm_samples, self._attempts) if self.cfg.confirm_samples else []
+        if not pairs:
+            return True
+        self._attempts += 1
+        needed = confirmation_bar(target, len(pairs)) * len(pairs)
+        counts = Tally()
+        for start in range(0, len(pairs), CONFIRM_PART):  # refused as soon as the rest could not lift it to the bar
+            part = pairs[start: start + CONFIRM_PART]
+            counts = counts + self._tally(part)
+            if counts.exact + (len(pairs) - counts.n) < needed:
+                break
+        self.history[-1]["confirm_exact_match"] = counts.metrics().exact_match
+        self.history[-1]["confirm_samples"] = counts.n
+        if counts.n < len(pairs) or counts.exact < needed:
+            self._refuted_at = self.step
+            return False
+        return True
 
     def evaluate_now(self, loss: float) -> Progress:
         """Validation metrics, a probe trace, and the callback."""
@@ -511,6 +611,15 @@ class Trainer:
             self.on_eval(progress)
         return progress
 
+    def _stop_asked(self) -> bool:
+        """The stop flag; in a run of several ranks, as the ranks agreed at the last step (all stop together)."""
+        return self._agreed_stop if self.world is not None else self.stop.is_set()
+
+    def _time_up(self) -> bool:
+        if self.world is not None:
+            return self._agreed_time_up
+        return self.cfg.max_seconds is not None and self.seconds >= self.cfg.max_seconds
+
     def run(self, steps: int | None = None) -> TrainResult:
         """Train up to `steps` more steps (default the config's), stopping early on target, time or stop flag."""
         steps = self.cfg.steps if steps is None else steps
@@ -527,14 +636,14 @@ class Trainer:
             reason, loss = "steps", float("nan")
             end = self.step + steps
             while self.step < end:
-                if self.stop.is_set():
+                if self._stop_asked():
                     reason = "stopped"
                     break
                 for group in self.optimizer.param_groups:
                     group["lr"] = self._lr_at(self.step - (end - steps), steps)
                 started = time.perf_counter()
                 batch = self.next_batch()
-                loss = self.train_step(batch, prefetch=True)
+                loss = self.train_step(batch)
                 self.seconds += time.perf_counter() - started
                 self.step += 1
                 self.examples += len(batch)
@@ -546,13 +655,13 @@ class Trainer:
                     progress = self.evaluate_now(loss)
                     if scheduled:  # the schedule alone sets the learning rate: an extra check changes no step
                         self._watch_plateau(progress.metrics)
-                    if self.cfg.target_accuracy is not None and progress.metrics.exact_match >= self.cfg.target_accuracy:
+                    if self._confirmed(progress.metrics):
                         reason = "target"
                         break
                     if scheduled and self._plateaued(progress.metrics):
                         reason = "plateau"
                         break
-                if self.cfg.max_seconds is not None and self.seconds >= self.cfg.max_seconds:
+                if self._time_up():
                     reason = "time"
                     break
             if self.last_metrics is None or self.history[-1]["step"] != self.step:
@@ -562,12 +671,12 @@ class Trainer:
             self.model.draw_dropout_from(None)
             if on_gpu:
                 self.model.to("cpu")
-        processes = 2 if self._helper is not None else 1
         self.bundle.training = {**asdict(self.cfg), "steps_done": self.step, "examples": self.examples,
                                 "seconds": round(self.seconds, 2), "stopped_because": reason,
-                                "processes": processes}
+                                "processes": self.processes}
         self.bundle.metrics = {"validation": self.last_metrics.to_dict()}
-        return TrainResult(self.step, self.examples, self.seconds, reason, self.last_metrics, self.history, processes)
+        return TrainResult(self.step, self.examples, self.seconds, reason, self.last_metrics, self.history,
+                           self.processes)
 
 
 def task_config(cfg: TrainConfig, task: Task) -> TrainConfig:

@@ -16,13 +16,13 @@ import numpy as np
 import pandas as pd
 
 from .bundle import ModelBundle, Prepared
-from .decoding import Candidate, beam_search
+from .decoding import BeamRecord, Candidate, beam_record
 from .errors import ExplorerError
+from .limits import MAX_BEAM_WIDTH
 from .trace import Intervention, Trace, trace
 from .vocab import EOS, UNK
 
 MODES: dict[str, str] = {"greedy": "Greedy", "beam": "Beam search", "teacher": "Teacher-forced"}
-MAX_BEAM_WIDTH = 10
 
 # Short, common sentences for translation models (kept when the model knows every word). The first
 # is the default input: French puts the adjective after the noun, which the heatmap shows.
@@ -46,6 +46,7 @@ class Request:
     beam_width: int = 3
     candidate: int = 0  # beam mode: which candidate (best first) to step through
     intervention: Intervention = Intervention()
+    node: int | None = None  # beam mode: a node of the beam tree (0-based) whose prefix to step through instead
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -174,11 +175,26 @@ def random_input(bundle: ModelBundle, rng: random.Random) -> str:
 
 # --- decoding ------------------------------------------------------------------------------------
 
-def candidates(bundle: ModelBundle, text: str, width: int) -> list[Candidate]:
-    """Beam-search candidates for an input, best first (ExplorerError for bad input or width)."""
+def beam_tree(bundle: ModelBundle, text: str, width: int) -> BeamRecord:
+    """The beam search's own record for an input: every hypothesis kept at every step and the candidates
+    (ExplorerError for bad input or width). The candidate table and the beam tree both read it."""
     if not 1 <= width <= MAX_BEAM_WIDTH:
         raise ExplorerError(f"beam width must be 1–{MAX_BEAM_WIDTH}")
-    return beam_search(bundle.model, bundle.prepare(text).ids, width)
+    return beam_record(bundle.model, bundle.prepare(text).ids, width)
+
+
+def candidates(bundle: ModelBundle, text: str, width: int) -> list[Candidate]:
+    """Beam-search candidates for an input, best first (ExplorerError for bad input or width)."""
+    return list(beam_tree(bundle, text, width).candidates)
+
+
+def prefix_target(bundle: ModelBundle, record: BeamRecord, node: int) -> Prepared:
+    """A beam-tree node's prefix as a teacher-forcing target, so the steps that led to it can be traced."""
+    if not 0 <= node < len(record.nodes):
+        raise ExplorerError(f"the beam tree has nodes 1–{len(record.nodes)}, not {node + 1}")
+    ids = record.prefix(node)
+    tokens = tuple(bundle.tgt_vocab.decode(ids))
+    return Prepared(bundle.detokenize_target(tokens), tuple(t for t in tokens if t != EOS), ids, ())
 
 
 def candidate_target(bundle: ModelBundle, candidate: Candidate) -> Prepared:
@@ -188,18 +204,23 @@ def candidate_target(bundle: ModelBundle, candidate: Candidate) -> Prepared:
     return Prepared(shown, tuple(t for t in tokens if t != EOS), tuple(candidate.ids), ())
 
 
-def request_trace(bundle: ModelBundle, request: Request, beam: Sequence[Candidate] | None = None) -> Trace:
+def request_trace(bundle: ModelBundle, request: Request, beam: Sequence[Candidate] | None = None,
+                  record: BeamRecord | None = None) -> Trace:
     """The trace a request asks for: greedy, teacher-forced on the typed target, or a beam candidate's.
 
-    Beam mode traces the chosen candidate teacher-forced on its own tokens (beam search keeps no trace);
-    pass `beam` when the candidates are already known."""
+    Beam mode traces the chosen candidate (or the chosen node's prefix) teacher-forced on its own tokens
+    (beam search keeps no trace); pass `beam` or `record` when the search has already run."""
     if request.mode == "greedy":
         return trace(bundle, request.text, request.intervention)
     if request.mode == "teacher":
         if not request.target.strip():
             raise ExplorerError("teacher-forced mode needs a target: type the output to force")
         return trace(bundle, request.text, request.intervention, target=request.target)
-    found = list(beam) if beam is not None else candidates(bundle, request.text, request.beam_width)
+    if request.node is not None:
+        record = record if record is not None else beam_tree(bundle, request.text, request.beam_width)
+        return trace(bundle, request.text, request.intervention, target=prefix_target(bundle, record, request.node))
+    found = list(beam) if beam is not None else list(record.candidates) if record is not None \
+        else candidates(bundle, request.text, request.beam_width)
     index = min(max(request.candidate, 0), len(found) - 1)
     return trace(bundle, request.text, request.intervention, target=candidate_target(bundle, found[index]))
 

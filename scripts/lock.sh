@@ -9,7 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$PYTHON" -m venv "$tmp/venv"
 "$tmp/venv/bin/pip" install -q --disable-pip-version-check "torch==2.13.0"
-"$tmp/venv/bin/pip" install -q --disable-pip-version-check ".[test]"
+"$tmp/venv/bin/pip" install -q --disable-pip-version-check ".[test,fonts]"
 {
   echo "# Versions the test suite passed with; setup.sh installs within them. Refresh: bash scripts/lock.sh"
   "$tmp/venv/bin/pip" freeze --disable-pip-version-check --exclude-editable \

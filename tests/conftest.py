@@ -119,7 +119,7 @@ class TrainedCopy:
 TRAINED_COPY_MODEL = {"embed": 16, "hidden": 48, "attn_dim": 24, "cell": "gru", "attention": "dot",
                       "bidirectional": False}
 TRAINED_COPY_TRAINING = TrainConfig(steps=400, batch_size=64, lr=1e-2, eval_every=50, eval_samples=200,
-                                    seed=0, target_accuracy=1.0, max_seconds=30)
+                                    seed=0, target_accuracy=1.0, max_seconds=30, confirm_samples=0)
 
 
 @pytest.fixture(scope="module")

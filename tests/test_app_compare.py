@@ -44,7 +44,8 @@ def app_test_run():
 def test_renders_curve_and_side_by_side(pretrained, short_curve):
     at = app_test_run()
     no_exception(at)
-    assert at.session_state["compare_curve_models"][:2] == ["reverse", "reverse-none"]
+    chosen = at.session_state["compare_curve_models"]
+    assert chosen[0] == "reverse" and "reverse-none" in chosen  # every shipped twin of reverse, reverse first
     assert at.session_state["compare_model_a"] == "reverse"
     assert at.session_state["compare_model_b"] == "reverse-none"
     charts = at.get("plotly_chart")
@@ -123,7 +124,7 @@ def test_two_translation_models_get_bleu_and_chrf_on_the_same_pairs(pretrained, 
     """Issue 26: BLEU and chrF (sacrebleu) for two translation models of one language pair, on the pairs
     one of them keeps; a toy model beside them gets no such table."""
     from explorer.recipes import translation_setup
-    from explorer.scores import translation_scores
+    from explorer.evaluation import score_pairs
     from tests import pig_latin
     tsv = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)).encode()
     models = SessionModels()
@@ -133,15 +134,34 @@ def test_two_translation_models_get_bleu_and_chrf_on_the_same_pairs(pretrained, 
     at = app_test_run()
     at.session_state["models"] = models
     at.run()
-    assert not any("BLEU" in d.value.columns for d in at.dataframe)  # reverse vs reverse-none: toy models
+    assert not any("pairs scored" in d.value.columns for d in at.dataframe)  # reverse vs reverse-none: toy models
     at.selectbox(key="compare_model_a").set_value("pig-0").run()
     at.selectbox(key="compare_model_b").set_value("pig-1").run()
     no_exception(at)
-    table = app_support.frame_with(at, "BLEU")
-    expected = translation_scores(models.get("pig-1"), list(models.get("pig-0").examples))
+    table = app_support.frame_with(at, "pairs scored")
+    expected = score_pairs(models.get("pig-1"), list(models.get("pig-0").examples))
     assert table.loc["pig-1", "BLEU"] == pytest.approx(round(expected["bleu"], 1))
     assert table.loc["pig-1", "chrF"] == pytest.approx(round(expected["chrf"], 1))
     assert set(table.index) == {"pig-0", "pig-1"} and table.loc["pig-0", "pairs scored"] == expected["n"]
     at.radio(key="compare_score_pairs").set_value("a TSV file").run()
     no_exception(at)
     assert any("upload a TSV file" in e.value for e in at.error)
+
+
+def test_the_shipped_translation_twins_draw_bleu_by_sentence_length():
+    """The real shipped folder: eng-fra and eng-fra-none's stored curves, drawn without computing anything."""
+    at = app_test_run()
+    no_exception(at)
+    spec = json.loads(next(c for c in at.get("plotly_chart") if "compare_fig_bleu" in c.proto.id).proto.spec)
+    stored = {c.model: c for c in comparison_curves()}
+    assert {t["name"] for t in spec["data"]} == {f"{m} ({c.attention})" for m, c in stored.items()}
+    for trace_ in spec["data"]:
+        curve = stored[trace_["name"].split(" ")[0]]
+        assert list(trace_["y"]) == [r["bleu"] for r in curve.rows]
+    attends, plain = stored["eng-fra"].rows, stored["eng-fra-none"].rows
+    assert attends[-1]["bleu"] > plain[-1]["bleu"]  # the bottleneck at the longest sentences
+
+
+def comparison_curves():
+    from explorer import checkpoint
+    return [c for n in ("eng-fra", "eng-fra-none") if (c := comparison.stored_bleu_curve(checkpoint.resolve(n)))]

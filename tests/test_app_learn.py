@@ -56,21 +56,33 @@ def test_renders_every_section(pretrained, quick, lang):
     at.segmented_control(key="learn_lang").set_value(lang).run()
     no_exception(at)
     t = TEXT[lang]
-    headers = [h.value for h in at.header]
+    headers, bodies, latex, errors, successes = [], [], 0, [], []
+    for section in range(1, 7):  # a paced tour: one section at a time, Next to the following one
+        assert at.query_params["section"] == [str(section)] or at.query_params["section"] == str(section)
+        headers += [h.value for h in at.header]
+        bodies.append(page_text(at))
+        latex += len(at.latex)
+        errors += [e.value for e in at.error]
+        successes += [s.value for s in at.success]
+        if section == 1:
+            sampling = json.loads(at.get("plotly_chart")[0].proto.spec)
+        if section < 6:
+            at.button(key="learn_next").click().run()
+            no_exception(at)
+    assert at.button(key="learn_next").disabled and not at.button(key="learn_prev").disabled
     assert headers == [t[f"s{i}"] for i in range(1, 7)]
     assert at.title[0].value == t["title"]
-    assert len(at.latex) >= 6
-    body = page_text(at)
+    assert latex >= 6
+    body = "\n".join(bodies)
     if lang == "zh":
         for term in ("时间步", "参数共享", "编码器", "解码器", "上下文向量", "信息瓶颈", "注意力", "查询", "键", "值"):
             assert term in body, term
         assert "The " not in "\n".join(headers)
     # The unshared model's failure on a length it has no W_t for: a message, never a traceback.
-    assert any("W_7" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("W_7" in e for e in errors), errors
     # The RNN unit by hand agrees with the PyTorch module.
-    assert any(s.value.startswith(t["s2_check"].split("{")[0]) for s in at.success)
+    assert any(s.startswith(t["s2_check"].split("{")[0]) for s in successes)
     # The figures carry the language's labels.
-    sampling = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert sampling["data"][0]["name"] == t["s1_f"]
     assert sampling["layout"]["xaxis"]["title"]["text"] == t["s1_time"]
 
@@ -90,6 +102,7 @@ def test_widgets(pretrained, quick):
     at.radio(key="learn_signal_zh").set_value("wave").run()
     at.segmented_control(key="learn_lang").set_value("en").run()
     assert at.radio(key="learn_signal_en").value == "wave"
+    at.button(key="learn_next").click().run()
     # 2. the unit by hand: steps, another input, a GRU model (the twins are GRUs)
     at.slider(key="learn_rnn_step").set_value(3).run()
     no_exception(at)
@@ -99,6 +112,7 @@ def test_widgets(pretrained, quick):
     assert "nn.GRU" in page_text(at)
     at.text_input(key="learn_rnn_input").set_value("7").run()  # one step: no slider, no error
     no_exception(at)
+    at.button(key="learn_next").click().run()
     # 3. sharing: sizes, a seen length (both models run), an unseen one (a message)
     at.number_input(key="learn_share_hidden").set_value(64).run()
     at.slider(key="learn_share_length").set_value(10).run()
@@ -110,11 +124,13 @@ def test_widgets(pretrained, quick):
     assert any("W_7" in e.value for e in at.error)
     at.text_input(key="learn_share_input").set_value("31x").run()  # an unknown symbol: a message
     no_exception(at)
+    at.button(key="learn_next").click().run()
     # 4. encoder–decoder: the plain twin by default, stepping, a shorter input
     assert at.selectbox(key="learn_ed_model").value == "reverse-none"
     at.slider(key="learn_ed_step").set_value(2).run()
     at.text_input(key="learn_ed_input").set_value("123").run()
     no_exception(at)
+    at.button(key="learn_last").click().run()
     # 6. attention: stepping, another model, bad input
     assert at.selectbox(key="learn_attn_model").value == "reverse"
     at.slider(key="learn_attn_step").set_value(4).run()
@@ -130,3 +146,27 @@ def test_widgets(pretrained, quick):
 def app_support_lesson() -> str:
     from explorer.pages.learn import LESSON_RNN
     return LESSON_RNN
+
+
+def test_a_link_opens_a_section_and_section_5_states_the_real_parameter_counts(pretrained, quick):
+    """`?section=5` opens the bottleneck section; its text gives each model's parameter count as computed
+    (the twins differ: attention has its own projections), not "exactly the same size"."""
+    from explorer.pages import common
+    at = app_support.app_test("learn")
+    at.query_params["section"] = "5"
+    at.run()
+    no_exception(at)
+    assert [h.value for h in at.header] == [TEXT["en"]["s5"]]
+    body = page_text(at)
+    counts = {n: common.get_model(n).parameter_count for n in ("reverse", "reverse-none")}
+    assert len(set(counts.values())) == 2, "the twins should differ in size (attention's own weights)"
+    for name, count in counts.items():
+        assert f"{name} {count:,}" in body
+    assert "exactly" not in body and "完全相同" not in TEXT["zh"]["s5_text"]
+    at.button(key="learn_prev").click().run()
+    assert [h.value for h in at.header] == [TEXT["en"]["s4"]]
+    assert at.query_params["section"] in (["4"], "4")
+    at.query_params["section"] = "x"
+    at.run()
+    no_exception(at)
+    assert at.warning and [h.value for h in at.header] == [TEXT["en"]["s4"]]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from pathlib import Path
 
@@ -132,7 +133,8 @@ def test_stop_mid_run_keeps_the_model_and_continue_trains_on_with_a_new_lr():
     assert at.button(key="train_start").disabled  # one job per session
     # mid-training the model is already in the session's models, as a frozen snapshot copy
     snapshot = at.session_state["models"].get("reverse-trained")
-    assert snapshot is not None and snapshot.model is not job(at)._bundle.model
+    assert snapshot is not None and not any(p.requires_grad for p in snapshot.model.parameters())
+    assert job(at).pid is not None and job(at).pid != os.getpid(), "it trains in a process of its own"
     assert "Step" in progress_text(at) and "left" in progress_text(at)
     at.button(key="train_stop").click().run()
     run_until(at, lambda: job(at).state != jobs.RUNNING, timeout=20)
@@ -180,13 +182,16 @@ def test_the_model_opens_on_the_explore_page_mid_training_and_the_job_survives_t
     assert job(at).state == jobs.STOPPED
 
 
-def test_a_second_start_is_refused_when_the_server_is_full(no_jobs_left):
+def test_when_every_slot_is_busy_the_start_waits_and_the_page_shows_its_place_in_the_queue(no_jobs_left):
     no_jobs_left.max_running = 0
     at = train_page()
     set_tiny(at, steps=20)
     at.button(key="train_start").click().run()
-    assert "server is busy" in at.error[0].value
-    assert "train_job" not in at.session_state
+    assert not at.error and job(at).state == jobs.QUEUED and job(at).pid is None
+    assert any(i.value.startswith("Waiting for a free training slot: next in the queue") for i in at.info)
+    assert at.button(key="train_start").disabled
+    at.button(key="train_stop").click().run()  # leaves the queue
+    assert job(at).state == jobs.STOPPED and no_jobs_left.waiting() == 0
 
 
 def test_a_bad_checkpoint_upload_is_refused_with_a_message_and_a_good_one_is_added(make_random_bundle):

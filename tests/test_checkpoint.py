@@ -73,8 +73,8 @@ def test_half_precision_checkpoints_are_smaller_and_load_as_float32(trained_copy
 
 
 def test_a_shipped_name_resolves_to_the_pretrained_folder(trained_copy, tmp_path, monkeypatch):
+    checkpoint.save(trained_copy.bundle, tmp_path / "tiny.safetensors")  # before it is the shipped folder
     monkeypatch.setattr(checkpoint, "PRETRAINED_DIR", tmp_path)
-    checkpoint.save(trained_copy.bundle, tmp_path / "tiny.safetensors")
     assert checkpoint.pretrained_names() == ["tiny"]
     assert checkpoint.load("tiny").name == "tiny"
     with pytest.raises(ExplorerError, match=r"no checkpoint named 'tin' \(shipped: tiny\) and no such file"):

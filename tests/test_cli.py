@@ -261,7 +261,7 @@ OPTION_CASES = {
     "pin step 0": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--pin", "0:1"],
                    "--pin step 0 is not allowed: steps and positions count from 1"),
     "pin position not a number": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--pin", "1:x"],
-                                  "--pin position must be a whole number, got 'x'"),
+                                  "--pin expects STEP:VALUE with two whole numbers (STEP:POSITION), got '1:x'"),
     "pin past the input": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--pin", "1:3"],
                            "cannot pin attention to position 3: the input has positions 1–2"),
     "epochs for a toy task": (["train", "--task", "copy", "--out", "{tmp}/x", "--epochs", "3"],
@@ -448,3 +448,19 @@ def test_a_300_pair_file_trains_a_useful_model_with_the_defaults(tmp_path, capsy
     bundle = checkpoint.load(tmp_path / "pig")
     assert bundle.training["stop_patience"] > 0 and bundle.training["steps"] >= 1500
     assert bundle.examples and all(s in dict(pig_latin.pairs(300)) for s, _ in bundle.examples)
+
+
+def test_default_processes_fall_back_to_one_where_ranks_cannot_be_forked(tmp_path, monkeypatch, capsys):
+    """main() called from a threaded program (a test runner, a notebook) trains in one process by default
+    instead of refusing; an explicit --processes 2 is still refused there with one line."""
+    from explorer import distributed
+    from explorer.__main__ import main
+    monkeypatch.setattr(distributed, "can_fork", lambda: False)
+    monkeypatch.setattr(distributed, "usable_cores", lambda: 2)
+    out = tmp_path / "rev"
+    assert main(["train", "--task", "reverse", "--min-len", "2", "--max-len", "4", "--steps", "3",
+                 "--eval-every", "3", "--quiet", "--out", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["processes"] == 1
+    assert main(["train", "--task", "reverse", "--steps", "3", "--processes", "2", "--quiet",
+                 "--out", str(tmp_path / "two")]) == 2
+    assert "one thread" in capsys.readouterr().err

@@ -22,7 +22,7 @@ from explorer.__main__ import main
 from explorer.decoding import beam_search, greedy_batch
 from explorer.devices import model_device, pick_device
 from explorer.errors import ExplorerError
-from explorer.jobs import TrainingJob, teacher_forced_loss
+from explorer.jobs import task_job, teacher_forced_loss
 from explorer.model import Seq2Seq
 from explorer.tasks import TaskSpec
 from explorer.trace import Intervention, trace
@@ -227,20 +227,6 @@ def test_on_the_cpu_a_run_moves_nothing_and_returns_a_cpu_bundle(monkeypatch):
     assert {p.device for p in bundle.model.parameters()} == {torch.device("cpu")}
 
 
-def test_a_published_snapshot_is_moved_to_the_cpu_and_the_live_model_is_not(monkeypatch):
-    bundle, task = new_task_bundle(SPEC, "job", seed=RUN.seed, **TINY)
-    data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, RUN.eval_samples, RUN.seed)
-    published = []
-    job = TrainingJob(bundle, data, RUN, publish=published.append)
-    bundle.model.to(META)  # as if training on a GPU
-    moved: list[tuple[Seq2Seq, torch.device]] = []
-    monkeypatch.setattr(Seq2Seq, "to", lambda self, device: moved.append((self, torch.device(device))) or self)
-    job._publish_snapshot(final=False)
-    assert [device for _, device in moved] == [torch.device("cpu")]
-    assert moved[0][0] is published[0].model is job.snapshot().model
-    assert moved[0][0] is not bundle.model
-
-
 # --- on a real GPU (skipped where torch sees none, as on the development machines) -----------------------
 
 
@@ -262,11 +248,9 @@ def test_training_on_cuda_end_to_end(monkeypatch, cell):
     assert trainer.step == RUN.steps + 2 and on_cpu(bundle)
     assert trace(bundle, "1 2 3").steps >= 1
 
-    monkeypatch.setenv(devices.ENV, "cuda")  # what "auto" means for the job's trainer
-    job_bundle, _ = new_task_bundle(SPEC, "gpu-job", seed=RUN.seed, **options)
+    monkeypatch.setenv(devices.ENV, "cuda")  # what "auto" means for the job process's trainer
     published = []
-    job = TrainingJob(job_bundle, data, RUN, publish=published.append)
-    assert job._trainer.device.type == "cuda"
+    job = task_job(SPEC, "gpu-job", options, RUN, publish=published.append)
     job.start()
     assert job.join(120) and job.view().state == "finished", job.view().message
-    assert len(published) >= 3 and all(on_cpu(b) for b in published) and on_cpu(job_bundle)
+    assert len(published) >= 3 and all(on_cpu(b) for b in published)

@@ -300,8 +300,21 @@ def test_figures_export_as_self_contained_html_and_png_config(copy_trace):
     html = figure_html(fa.attention_heatmap(copy_trace, 0))
     assert html.lower().startswith("<!doctype html>")
     assert '<script src="http' not in html and len(html) > 1_000_000  # plotly.js inlined: works offline
+    assert "@font-face" not in html  # no Chinese in it: no font to carry
     config = plotly_config("step 3: α/weights")
     assert config["toImageButtonOptions"] == {"format": "png", "filename": "step-3--α-weights", "scale": 2}
+
+
+def test_an_exported_figure_with_chinese_carries_the_chinese_font():
+    """Exported HTML opens on machines without a CJK font: the served subset travels inline."""
+    import plotly.graph_objects as go
+    from explorer.figures.style import CJK_FAMILY, cjk_font_face
+    html = figure_html(styled(go.Figure(go.Bar(x=["我", "爱"], y=[1, 2]))))
+    assert cjk_font_face() and cjk_font_face() in html
+    assert f'"{CJK_FAMILY}"' in html.split("<body>")[0]  # declared in the head, before the chart draws
+    import plotly.io as pio
+    from explorer.figures.style import TEMPLATE
+    assert CJK_FAMILY in pio.templates[TEMPLATE].layout.font.family  # the house template names it
 
 
 def test_every_figure_has_projector_fonts(copy_trace):
@@ -365,7 +378,7 @@ def test_the_house_style_merges_into_what_a_figure_already_set():
     styled(fig, "new", height=300)
     layout = fig.layout
     assert layout.legend.title.text == "kind" and layout.legend.orientation == "h"
-    assert layout.margin.pad == 4 and layout.margin.t == 50 and layout.margin.l == 60
+    assert layout.margin.pad == 4 and layout.margin.t == 84 and layout.margin.l == 60
     assert layout.font.color == "red" and layout.font.size == FONT_SIZE
     assert layout.title.text == "new" and layout.title.font.size == 9 and layout.title.x == 0.0
     assert layout.height == 300 and layout.hoverlabel.font.size == FONT_SIZE

@@ -31,7 +31,7 @@ from explorer.errors import ExplorerError
 from explorer.pages import common
 from explorer.pages import train as train_page
 from explorer.registry import private_copy
-from explorer.train import TaskData, TrainConfig
+from explorer.train import TrainConfig
 from tests.app_support import show_page
 
 from explore_models import NAMES, write_models
@@ -178,15 +178,14 @@ def test_shipped_models_are_loaded_once_and_stay_byte_identical(shipped):
     shared = common.shipped_model("copy")
     tuned = private_copy(shared, "copy-tuned")
     cfg = TrainConfig(steps=5, batch_size=8, eval_every=5, eval_samples=8)
-    data = TaskData(shared.task_obj, shared.src_vocab, shared.tgt_vocab, cfg.eval_samples, cfg.seed)
-    job = jobs.TrainingJob(tuned, data, cfg)
+    job = jobs.bundle_job(tuned, cfg)
     job.start()
     assert job.join(60) and job.state == jobs.FINISHED
     weights = lambda fp: {k: v for k, v in fp.items() if k != "config"}  # noqa: E731
-    assert weights(fingerprint(tuned)) != weights(before["copy"]), "the private copy did train"
+    assert weights(fingerprint(job.snapshot())) != weights(before["copy"]), "the private copy did train"
     # ... and the shared model itself is refused (it has no gradients to train)
     with pytest.raises(ExplorerError, match="read-only: train a private copy"):
-        jobs.TrainingJob(shared, data, cfg)
+        jobs.bundle_job(shared, cfg)
 
     for name in NAMES:
         bundle = common.shipped_model(name)
@@ -208,7 +207,7 @@ def test_two_sessions_training_at_once_see_only_their_own_models_and_progress(sh
     b.button(key="train_start").click()
     run(b)
     job_a, job_b = a.session_state["train_job"], b.session_state["train_job"]
-    assert job_a is not job_b and job_a._bundle is not job_b._bundle
+    assert job_a is not job_b and job_a.pid != job_b.pid
     reg = jobs.registry()
     assert reg.get("alice") is job_a and reg.get("bob") is job_b
     assert job_a.state == job_b.state == jobs.RUNNING and reg.running() == 2
@@ -225,6 +224,7 @@ def test_two_sessions_training_at_once_see_only_their_own_models_and_progress(sh
 
     a.button(key="train_stop").click()  # one session stops: the other trains on
     run(a)
+    wait_until(lambda: job_a.state != jobs.RUNNING, timeout=60)  # its process's last evaluation and state
     assert job_a.state == jobs.STOPPED and job_b.state == jobs.RUNNING
     step_b = job_b.step
     wait_until(lambda: job_b.step > step_b)
@@ -236,6 +236,7 @@ def test_two_sessions_training_at_once_see_only_their_own_models_and_progress(sh
     assert not any(o.startswith("reverse-trained") for o in options)
     b.button(key="train_stop").click()
     run(b)
+    wait_until(lambda: job_b.state != jobs.RUNNING, timeout=60)
     assert job_b.state == jobs.STOPPED
 
 
@@ -253,7 +254,7 @@ def test_a_closed_tab_loses_its_job_and_the_jobs_memory_is_freed(shipped, own_se
         at.button(key="train_start").click()
         run(at)
     job = leaves.session_state["train_job"]
-    model_ref, job_ref = weakref.ref(job._bundle.model), weakref.ref(job)
+    model_ref, job_ref = weakref.ref(job.snapshot().model), weakref.ref(job)
     assert job.state == jobs.RUNNING and reg.running() == 2
 
     gone.add("leaves")  # the tab closes: its script never runs again

@@ -1,30 +1,41 @@
-"""Background training jobs: run, stop, continue, snapshots, the per-session registry and its reaper."""
+"""Background training jobs: run, stop, continue, snapshots, the per-session registry, its queue and its reaper.
+Every run trains in a process of its own (explorer/job_process.py)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
-from explorer import checkpoint
+from explorer import checkpoint, job_process
 from explorer.errors import ExplorerError
-from explorer.jobs import (FAILED, FINISHED, NEW, RUNNING, STOPPED, JobRegistry, Limits, TrainingJob, _Thinned,
-                           task_job, translation_job)
+from explorer.jobs import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, JobRegistry, Limits, TrainingJob, Watched,
+                           _Thinned, task_job, translation_job)
 from explorer.tasks import TaskSpec
-from explorer.train import TrainConfig
+from explorer.train import TaskData, TrainConfig, Trainer, new_task_bundle
+
+REPO = Path(__file__).resolve().parent.parent
 
 TINY = {"embed": 8, "hidden": 16, "attn_dim": 8, "bidirectional": False}
 SPEC = TaskSpec("reverse", 2, 4, "abcd")
 
 
+def job_config(steps: int = 50_000, **cfg) -> TrainConfig:
+    return TrainConfig(**{"steps": steps, "batch_size": 16, "lr": 1e-2, "eval_every": 10, "eval_samples": 40, **cfg})
+
+
 def tiny_job(steps: int = 30, publish=None, **cfg) -> TrainingJob:
-    config = TrainConfig(**{"steps": steps, "batch_size": 16, "lr": 1e-2, "eval_every": 10, "eval_samples": 40,
-                            **cfg})
-    return task_job(SPEC, "tiny", dict(TINY), config, publish=publish)
+    return task_job(SPEC, "tiny", dict(TINY), job_config(steps, **cfg), publish=publish)
 
 
-def wait_until(predicate, timeout: float = 20.0) -> None:
+def wait_until(predicate, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
@@ -54,8 +65,7 @@ def test_snapshot_is_a_frozen_copy_not_the_live_model():
     job.start()
     job.join(30)
     snap = job.snapshot()
-    live = job._bundle.model
-    assert snap.model is not live and snap.name == "tiny"
+    assert snap.name == "tiny" and job.pid is None, "the run's process ended with the run"
     assert not snap.model.training and not any(p.requires_grad for p in snap.model.parameters())
     before = [p.clone() for p in snap.model.parameters()]
     job.continue_(10)
@@ -65,24 +75,36 @@ def test_snapshot_is_a_frozen_copy_not_the_live_model():
     assert checkpoint.from_bytes(checkpoint.to_bytes(job.snapshot()), "again").training["steps_done"] == 20
 
 
-def test_stop_keeps_the_model_and_continue_keeps_step_count_with_a_new_lr():
+def test_stop_keeps_the_model_and_continue_goes_on_exactly_with_a_new_lr():
+    """A continued run is a new process that goes on from the state the last one sent: the weights are those
+    of one Trainer in this process stopped at the same step and run on (Adam's moments, the step count and
+    the random draws kept; the new learning rate from then on), bit for bit."""
     job = tiny_job(steps=50_000)
     job.start()
     wait_until(lambda: job.view().step >= 5)
-    assert job.state == RUNNING and job.view().eta is not None
+    assert job.state == RUNNING and job.view().eta is not None and job.pid is not None
     job.stop()
     assert job.join(30)
     view = job.view()
     assert view.state == STOPPED and 5 <= view.step < 50_000 and "stopped" in view.message
     stopped_at = view.step
-    optimizer = job._trainer.optimizer
     assert job.snapshot().training["steps_done"] == stopped_at
     job.continue_(7, lr=5e-3)
-    job.join(30)
+    job.join(60)
     view = job.view()
     assert view.state == FINISHED and view.step == stopped_at + 7 and view.lr == 5e-3
-    assert job._trainer.optimizer is optimizer  # Adam's moments kept: changing the lr resets nothing
     assert [r.step for r in view.steps] == list(range(1, stopped_at + 8))
+
+    bundle, task = new_task_bundle(SPEC, "tiny", seed=0, **TINY)
+    stop = threading.Event()
+    here = Trainer(bundle, Watched(TaskData(task, bundle.src_vocab, bundle.tgt_vocab, 40, 0), None), job_config(),
+                   stop=stop, probe=False, on_step=lambda p: p.step == stopped_at and stop.set())
+    here.run()
+    stop.clear()
+    here.set_lr(5e-3)
+    here.run(7)
+    continued = job.snapshot().model.state_dict()
+    assert all(torch.equal(continued[k], v) for k, v in bundle.model.state_dict().items())
     with pytest.raises(ExplorerError):
         job.continue_(5, lr=0)
 
@@ -105,12 +127,31 @@ def test_target_accuracy_stops_early():
     assert job.view().state == FINISHED and job.view().step < 2000 and "target" in job.view().message
 
 
-def test_a_crash_in_training_becomes_a_failed_state():
+def test_a_crash_in_the_training_process_becomes_a_failed_state():
     job = tiny_job(steps=20)
-    job._trainer.train_step = lambda batch, **options: 1 / 0
+    job.recipe = job_process.Recipe("tiny", {**TINY, "hidden": "sixteen"}, spec=SPEC)  # fails in the process only
     job.start()
-    job.join(30)
-    assert job.state == FAILED and "ZeroDivisionError" in job.view().message
+    job.join(60)
+    assert job.state == FAILED and job.view().message == "hidden must be a whole number, got 'sixteen'"
+
+
+def test_a_training_process_killed_with_kill_9_fails_its_job_with_a_clear_message_and_the_rest_goes_on():
+    killed, other = tiny_job(steps=50_000), tiny_job(steps=50_000)
+    killed.start()
+    other.start()
+    try:
+        wait_until(lambda: killed.view().step >= 2 and other.view().step >= 2)
+        os.kill(killed.pid, signal.SIGKILL)
+        assert killed.join(30)
+        assert killed.state == FAILED and killed.view().message == "the training process was killed (SIGKILL)"
+        assert killed.snapshot() is not None  # the model as of its last evaluation (or untrained) is kept
+        reached = other.view().step
+        wait_until(lambda: other.view().step > reached + 2)
+        assert other.state == RUNNING
+    finally:
+        for job in (killed, other):
+            job.stop()
+            job.join(30)
 
 
 def test_snapshots_are_thinned_evenly_to_a_cap():
@@ -144,24 +185,74 @@ def test_translation_job_from_tsv_bytes_with_epochs(tmp_path):
     assert job.state == FINISHED and job.snapshot().kind == "translation"
 
 
-def test_registry_one_job_per_session_and_a_server_cap():
+def test_registry_one_job_per_session_and_a_queue_beyond_the_slots():
     reg = JobRegistry(max_running=1)
-    first, second = tiny_job(steps=50_000), tiny_job(steps=10)
+    first, second, third = tiny_job(steps=50_000), tiny_job(steps=10), tiny_job(steps=10)
     try:
         reg.admit("a", first)
         first.start()
         with pytest.raises(ExplorerError, match="already training"):
             reg.admit("a", second)
-        with pytest.raises(ExplorerError, match="busy"):
-            reg.admit("b", second)
-        assert reg.running() == 1
-        first.stop()
-        first.join(30)
-        reg.admit("b", second)  # a stopped job frees its slot
-        assert reg.get("b") is second
+        reg.admit("b", second)
+        second.start()
+        reg.admit("c", third)
+        third.start()
+        assert (second.state, third.state) == (QUEUED, QUEUED) and second.pid is None
+        assert (second.view().queue_place, third.view().queue_place) == (1, 2)
+        assert (reg.running(), reg.waiting()) == (1, 2)
+        with pytest.raises(ExplorerError, match="already training"):
+            reg.admit("b", tiny_job(steps=10))
+        third.stop()  # leaves the queue
+        assert third.state == STOPPED and third.join(1) and second.view().queue_place == 1
+        first.stop()  # its process ends: the slot goes to the next in the queue
+        assert first.join(30)
+        assert second.join(60) and second.state == FINISHED and second.view().step == 10
+        assert (reg.running(), reg.waiting()) == (0, 0)
     finally:
-        first.stop()
-        first.join(30)
+        for job in (first, second, third):
+            job.stop()
+            job.join(30)
+
+
+def test_the_default_slots_are_the_usable_cores():
+    assert JobRegistry().max_running == len(os.sched_getaffinity(0))
+
+
+SERVER = """
+import sys, time
+from explorer.jobs import task_job
+from explorer.tasks import TaskSpec
+from explorer.train import TrainConfig
+job = task_job(TaskSpec("reverse", 2, 4, "abcd"), "tiny", {"embed": 8, "hidden": 16, "attn_dim": 8,
+               "bidirectional": False}, TrainConfig(steps=50_000, batch_size=16, eval_every=10, eval_samples=40))
+job.start()
+while job.view().step < 2:
+    time.sleep(0.05)
+print(job.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_no_training_process_outlives_a_server_killed_with_kill_9():
+    """The pipe to the server is the job process's lifeline: when the server dies, even by SIGKILL, so does the
+    job, and the forkserver that started it."""
+    server = subprocess.Popen([sys.executable, "-c", SERVER], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(server.stdout.readline())
+        forkserver = [int(p) for p in Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()]
+        assert os.getpgid(pid) >= 0 and forkserver
+    finally:
+        server.kill()
+        server.wait()
+    wait_until(lambda: not any(Path(f"/proc/{p}").exists() and "zombie" not in _status(p) for p in [pid, *forkserver]),
+               timeout=30)
+
+
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
 
 
 def test_reaper_stops_jobs_whose_session_stopped_its_heartbeat():

@@ -255,3 +255,30 @@ def test_evaluation_stops_decoding_where_scoring_stops(trained_copy, make_random
             m.setattr(train_module, "greedy_batch", lambda model, sources, max_len=None: uncapped(model, sources))
             full = evaluate(bundle.model, pairs)
         assert capped == full
+
+
+def test_a_weight_on_the_true_position_is_still_drawn_as_a_weight(trained_copy):
+    """Section 6's α chart: every bar in the attention colour (the legend's "weight" entry is honest);
+    the true position is an outline, so a weight sitting on it still shows (it used to be green only)."""
+    from explorer.figures.style import ATTENTION_COLOUR, TRUTH
+    tr = trace(trained_copy.bundle, "3141")
+    lk = lessons.lookup(tr, 1)
+    assert any(r.truth for r in lk.records)
+    bars = lfig.lookup_figure(lk).data[0]
+    assert bars.marker.color == ATTENTION_COLOUR
+    outlined = [c == TRUTH and w > 0 for c, w in zip(bars.marker.line.color, bars.marker.line.width)]
+    assert outlined == [r.truth for r in lk.records]
+
+
+def test_signed_numbers_are_blue_when_positive_on_every_page():
+    """One colour language: Learn's vector charts use Explore's diverging scale the same way round
+    (RdBu: negative red, positive blue), never reversed."""
+    from explorer.figures.style import DIVERGING_SCALE
+    fig = lfig.vectors_figure({"a": np.array([-1.0, 1.0])})
+    heat = fig.data[0]
+    assert not heat.reversescale and heat.zmid == 0
+    scale = heat.colorscale
+    assert scale == go.Heatmap(colorscale=DIVERGING_SCALE).colorscale
+    top = scale[-1][1]
+    red, _, blue = (int(v) for v in top[top.index("(") + 1:-1].split(","))
+    assert blue > red, f"the positive end should be blue, is {top}"

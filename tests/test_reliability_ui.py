@@ -204,7 +204,9 @@ TSV_CASES = {
     "bad UTF-8": ("café\tcafé\nthé\tthé\n".encode("latin-1"), "line 1: not valid UTF-8"),
     "UTF-16": ("go\tva\n".encode("utf-16"), "looks like UTF-16 text; save it as UTF-8"),
     "empty": (b"", "the file is empty"),
-    "blank lines only": (b"\n \n\t\r\n", "the file is empty"),
+    "blank lines only": (b"\n \n  \r\n", "every line is blank"),
+    "only tabs": (b"\t\t\n\t\n", "line 1: only tabs, no text"),
+    "blank lines and a tab": (b"\n \n\t\r\n", "line 3: only tabs, no text"),
     "very large": (b"go\tva\n" * (MAX_TSV // 6 + 1), f"(limit {MAX_TSV:,})"),
 }
 

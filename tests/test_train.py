@@ -18,6 +18,7 @@ from explorer.evaluation import task_pairs
 from explorer.recipes import train_task
 from explorer.tasks import TaskSpec, make_task
 from explorer.trace import Trace, trace
+from explorer import train
 from explorer.train import (TARGET_CHECK_GAP, Metrics, Pair, Progress, TaskData, Tally, TrainConfig, Trainer,
                            batch_loss, collate, evaluate, new_task_bundle, tally, token_loss)
 from explorer.vocab import EOS_ID, PAD_ID, SOS_ID
@@ -131,6 +132,89 @@ def test_reaching_the_target_accuracy_stops_early(trained_copy):
     result = Trainer(bundle, data, cfg).run()
     assert result.reason == "target" and result.steps == 1
     assert result.metrics.exact_match >= 0.8
+
+
+class _NeverConfirmed(TaskData):
+    """Confirmation pairs whose targets have one token too many: no output is ever exactly right on them."""
+
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
+        return [Pair(p.src, p.tgt + p.tgt[:1], p.alignment) for p in super().confirmation(n, attempt)]
+
+
+def test_a_stop_at_the_target_waits_until_other_fresh_samples_confirm_it(trained_copy):
+    """Validation alone picks the stop's moment, so it is optimistic: the stop waits for a second, larger set."""
+    cfg = TrainConfig(steps=4, batch_size=16, eval_every=1, eval_samples=50, confirm_samples=300,
+                      target_accuracy=0.8, lr=1e-4)
+
+    def run(data_class, config):
+        bundle = copy.deepcopy(trained_copy.bundle)  # already good at copy: validation reaches the target at once
+        return Trainer(bundle, data_class(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, 50, 1), config).run()
+
+    confirmed = run(TaskData, cfg)
+    assert confirmed.reason == "target" and confirmed.steps == 1
+    assert confirmed.history[0]["confirm_exact_match"] >= 0.8
+    refused = run(_NeverConfirmed, cfg)
+    assert refused.reason == "steps" and refused.steps == 4
+    assert all(row["valid_exact_match"] >= 0.8 for row in refused.history)
+    confirmations = [(row["step"], row["confirm_exact_match"]) for row in refused.history if "confirm_exact_match" in row]
+    assert confirmations == [(1, 0.0), (1 + TARGET_CHECK_GAP, 0.0)], "after a refusal the next waits a few steps"
+    unconfirmed = run(_NeverConfirmed, replace(cfg, confirm_samples=0))
+    assert unconfirmed.reason == "target" and "confirm_exact_match" not in unconfirmed.history[0]
+
+
+class _MostlyConfirmed(TaskData):
+    """Confirmation pairs of which every sixth has one token too many: at most 5/6 of them can be exactly right."""
+
+    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
+        pairs = super().confirmation(n, attempt)
+        return [Pair(p.src, p.tgt + p.tgt[:1], p.alignment) if i % 6 == 0 else p for i, p in enumerate(pairs)]
+
+
+def test_the_confirmation_must_clear_the_target_by_its_sampling_error(trained_copy):
+    """A confirmation at 83% for a target of 80% on 300 samples is within 1.645 standard errors (the bar is
+    83.8%): a model truly below the target scores that often enough, so the stop waits."""
+    assert train.confirmation_bar(0.8, 300) == pytest.approx(0.8 + 1.645 * math.sqrt(0.16 / 300))
+    assert train.confirmation_bar(0.99, 2000) == pytest.approx(0.99366, abs=1e-5)
+    assert train.confirmation_bar(1.0, 2000) == 1.0
+    cfg = TrainConfig(steps=4, batch_size=16, eval_every=1, eval_samples=50, confirm_samples=300,
+                      target_accuracy=0.8, lr=1e-4)
+    bundle = copy.deepcopy(trained_copy.bundle)
+    result = Trainer(bundle, _MostlyConfirmed(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, 50, 1), cfg).run()
+    scores = [row["confirm_exact_match"] for row in result.history if "confirm_exact_match" in row]
+    assert scores and all(0.8 <= x < train.confirmation_bar(0.8, 300) for x in scores), scores
+    assert result.reason == "steps"
+
+
+def test_every_confirmation_scores_a_set_of_its_own(trained_copy):
+    """A set that refused a stop is not asked again (a model would pass it by chance sooner or later)."""
+    bundle = trained_copy.bundle
+    data = TaskData(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, 50, 1)
+    first, again, second = data.confirmation(100, 0), data.confirmation(100, 0), data.confirmation(100, 1)
+    assert first == again and first != second
+    seen = []
+
+    class Recording(TaskData):
+        def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
+            seen.append(attempt)
+            return [Pair(p.src, p.tgt + p.tgt[:1], p.alignment) for p in super().confirmation(n, attempt)]
+
+    cfg = TrainConfig(steps=4, batch_size=16, eval_every=1, eval_samples=50, confirm_samples=300,
+                      target_accuracy=0.8, lr=1e-4)
+    model = copy.deepcopy(bundle)
+    Trainer(model, Recording(model.task_obj, model.src_vocab, model.tgt_vocab, 50, 1), cfg).run()
+    assert seen == [0, 1]
+
+
+def test_a_hopeless_confirmation_stops_scoring_after_its_first_part(trained_copy):
+    """Scored in parts of CONFIRM_PART: with none right in the first 500 of 1,200, the other 700 cannot reach
+    the bar, so they are not decoded (the decision is the one scoring them all would give)."""
+    cfg = TrainConfig(steps=1, batch_size=16, eval_every=1, eval_samples=50, confirm_samples=1200,
+                      target_accuracy=0.8, lr=1e-4)
+    bundle = copy.deepcopy(trained_copy.bundle)
+    result = Trainer(bundle, _NeverConfirmed(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, 50, 1), cfg).run()
+    row = result.history[0]
+    assert result.reason == "steps"
+    assert (row["confirm_samples"], row["confirm_exact_match"]) == (train.CONFIRM_PART, 0.0)
 
 
 def test_a_batchs_exactly_right_rows_are_its_greedy_exact_match(trained_copy):
@@ -289,7 +373,7 @@ def test_evaluate_keeps_the_models_mode_and_handles_no_pairs(trained_copy):
 
 
 def test_tallies_of_parts_add_up_to_the_whole_sets_metrics(trained_copy):
-    """What lets two processes score halves of a validation set (explorer/parallel.py)."""
+    """What lets ranks score parts of a validation set (explorer/distributed.py)."""
     bundle = trained_copy.bundle
     pairs = task_pairs(bundle, samples=60, seed=31, min_len=1, max_len=7)
     pairs = [Pair(p.src, p.tgt[:-1] if i % 4 == 0 else p.tgt, p.alignment) for i, p in enumerate(pairs)]  # some wrong
@@ -345,19 +429,15 @@ class _Recorded(TaskData):
         return pairs
 
 
-@pytest.mark.parametrize("processes", [1, 2])
-def test_a_curriculum_grows_the_longest_input_over_its_steps_then_draws_every_length(processes):
-    """Step k of a 4-step curriculum draws lengths up to min_len + (k+1)/4 of the range; with two processes
-    the next batch is drawn during a step, for the step after it. The ramp takes at most half the run."""
+def test_a_curriculum_grows_the_longest_input_over_its_steps_then_draws_every_length():
+    """Step k of a 4-step curriculum draws lengths up to min_len + (k+1)/4 of the range. The ramp takes at
+    most half the run."""
     spec = TaskSpec("reverse", 2, 10)
     cfg = TrainConfig(steps=10, batch_size=64, eval_every=10, eval_samples=60, seed=3, curriculum=4)
     bundle, task = new_task_bundle(spec, "c", seed=3, **SMALL_MODEL)
     data = _Recorded(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
-    trainer = Trainer(bundle, data, cfg, probe=False, processes=processes)
-    try:
-        trainer.run()
-    finally:
-        trainer.close()
+    trainer = Trainer(bundle, data, cfg, probe=False)
+    trainer.run()
     shares = [share for share, _ in data.drawn]
     assert shares[:10] == [0.25, 0.5, 0.75] + [1.0] * 7
     assert [longest for _, longest in data.drawn[:3]] == [4, 6, 8]  # 64 draws reach the top of each range

@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..trace import Trace
-from .style import (ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, TRUTH, empty_figure, set_layout, styled,
+from .style import (ACCENT, ATTENTION_COLOUR, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, TRUTH, empty_figure, set_layout, styled,
                     symmetric_range, token_labels)
 
 NO_ATTENTION = "This model has no attention: the decoder sees the input only through s₀."
@@ -80,7 +80,8 @@ def attention_heatmap(trace: Trace, step: int | None = None, title: str | None =
 
 
 def weights_bar(trace: Trace, step: int, title: str | None = None) -> go.Figure:
-    """α_t as bars over the input positions (the current row of the heatmap); true positions in green."""
+    """α_t as bars over the input positions (the current row of the heatmap), all in the attention colour;
+    true positions outlined in green (a green fill hid the weight that sits on one)."""
     if not trace.has_attention:
         return empty_figure(NO_ATTENTION, title)
     x = source_labels(trace)
@@ -89,9 +90,10 @@ def weights_bar(trace: Trace, step: int, title: str | None = None) -> go.Figure:
     truth = np.zeros(len(x), dtype=bool)
     if trace.alignment is not None and step < trace.alignment.shape[0]:
         truth = trace.alignment[step]
-    colours = [TRUTH if hit else "#4a7fb5" for hit in truth]
     fig = go.Figure(go.Bar(
-        x=x, y=w, marker={"color": colours}, customdata=np.stack([np.arange(1, len(x) + 1), e], axis=-1),
+        x=x, y=w, marker={"color": ATTENTION_COLOUR, "line": {"color": [TRUTH if hit else ATTENTION_COLOUR for hit in truth],
+                                                               "width": [4 if hit else 0 for hit in truth]}},
+        customdata=np.stack([np.arange(1, len(x) + 1), e], axis=-1),
         hovertemplate="x<sub>%{customdata[0]}</sub> = %{x}<br>α = %{y:.6f}<br>e = %{customdata[1]:.6g}"
                       "<extra></extra>", name="α", text=[f"{v:.2f}" if v >= 0.05 else "" for v in w],
         textposition="outside",

@@ -11,12 +11,13 @@ from typing import Mapping, Sequence
 import plotly.graph_objects as go
 
 from ..comparison import BleuCurve, Curve
-from .style import styled
+from .style import ATTENTION_COLOUR, legend_below, styled
 
 # One colour per score function, so a twin pair reads the same on every page.
 ATTENTION_COLORS = {"dot": "#1f77b4", "scaled_dot": "#9467bd", "additive": "#ff7f0e", "none": "#7f7f7f"}
 EXTRA_COLORS = ("#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#d62728")
 DASHES = ("solid", "dash", "dot", "dashdot")
+LEGEND_ON_TOP = 3  # curves whose one-row legend fits left of the toolbar at 1024 px
 
 METRIC_LABELS = {"exact_match": "exact match", "token_accuracy": "token accuracy",
                  "alignment_accuracy": "alignment accuracy"}
@@ -48,7 +49,7 @@ def accuracy_by_length_figure(curves: Sequence[Curve], metric: str = "exact_matc
     for lo, hi in sorted(ranges):
         fig.add_vrect(x0=lo - 0.5, x1=hi + 0.5, fillcolor="#d9d9d9", opacity=0.35, line_width=0, layer="below")
         if len(ranges) == 1:
-            fig.add_annotation(x=(lo + hi) / 2, y=1.0, yref="paper", yanchor="bottom", showarrow=False,
+            fig.add_annotation(x=lo - 0.5, xanchor="left", y=0.0, yref="paper", yanchor="bottom", showarrow=False,
                                text=f"{trained_label} {lo}–{hi}", font={"size": 14, "color": "#555555"})
     for index, (curve, color) in enumerate(zip(curves, curve_colors(curves))):
         xs = [r["length"] for r in curve.rows]
@@ -64,6 +65,8 @@ def accuracy_by_length_figure(curves: Sequence[Curve], metric: str = "exact_matc
     fig.update_yaxes(title=y_title or f"{METRIC_LABELS.get(metric, metric)} (%)", range=[-3, 103], ticksuffix="%")
     fig = styled(fig, title, height=height)
     fig.update_layout(hovermode="closest", margin={"t": 70 if title else 50})
+    if len(curves) > LEGEND_ON_TOP:  # a longer legend row would reach the toolbar at the top right
+        fig = legend_below(fig, room=40 + 30 * ((len(curves) - 1) // LEGEND_ON_TOP))
     return fig
 
 
@@ -71,7 +74,7 @@ def parameter_figure(breakdowns: Mapping[str, Mapping[str, int]], title: str | N
                      labels: Mapping[str, str] | None = None) -> go.Figure:
     """Parameters per part (encoder, decoder, attention, output) for each model, as stacked bars."""
     parts = ("encoder", "decoder", "attention", "output")
-    colors = {"encoder": "#1f77b4", "decoder": "#2ca02c", "attention": "#d62728", "output": "#7f7f7f"}
+    colors = {"encoder": "#9467bd", "decoder": "#8c564b", "attention": ATTENTION_COLOUR, "output": "#7f7f7f"}
     models = list(breakdowns)
     fig = go.Figure()
     for part in parts:

@@ -15,14 +15,14 @@ import plotly.graph_objects as go
 from ..lessons import Lookup, ParameterGrowth, Sampling
 from ..trace import Trace
 from .attention import attention_heatmap
-from .style import ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, TRUTH, styled, token_labels
+from .style import ACCENT, ATTENTION_COLOUR, HIGHLIGHT, SERIES, legend_below, ATTENTION_SCALE, DIVERGING_SCALE, TRUTH, styled, token_labels
 
 
 def sampling_figure(s: Sampling, f_label: str = "f(t)", steps_label: str = "sampled sequence A_i",
                     error_label: str = "largest error", x_title: str = "time t", title: str | None = None) -> go.Figure:
     """The continuous f(t), its N samples held over each time step, and where the error is largest."""
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=s.t, y=s.f, mode="lines", name=f_label, line={"color": "#1f77b4", "width": 3},
+    fig.add_trace(go.Scatter(x=s.t, y=s.f, mode="lines", name=f_label, line={"color": SERIES, "width": 3},
                              hovertemplate="t = %{x:.4f}<br>f(t) = %{y:.4f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=s.t, y=s.held, mode="lines", name=steps_label, line={"color": ACCENT, "width": 2},
                              hoverinfo="skip"))
@@ -33,7 +33,7 @@ def sampling_figure(s: Sampling, f_label: str = "f(t)", steps_label: str = "samp
     worst = int(np.argmin(np.abs(s.t - s.worst_t)))
     fig.add_trace(go.Scatter(x=[s.worst_t, s.worst_t], y=[s.f[worst], s.held[worst]], mode="lines+markers",
                              name=f"{error_label} = {s.max_error:.4f}",
-                             line={"color": "#2ca02c", "width": 4}, marker={"size": 8},
+                             line={"color": HIGHLIGHT, "width": 4}, marker={"size": 8},
                              hovertemplate=f"{error_label}: {s.max_error:.4f} at t = {s.worst_t:.4f}<extra></extra>"))
     fig.update_xaxes(title=x_title)
     return styled(fig, title, height=380)
@@ -44,7 +44,7 @@ def sampling_error_figure(ns: Sequence[int], errors: Sequence[float], current: i
                           title: str | None = None) -> go.Figure:
     """The largest error against N on log–log axes: it falls towards zero (like 1/N)."""
     fig = go.Figure(go.Scatter(x=list(ns), y=list(errors), mode="lines+markers", name=y_title,
-                               line={"color": "#1f77b4", "width": 3},
+                               line={"color": SERIES, "width": 3},
                                hovertemplate="N = %{x}<br>error = %{y:.5f}<extra></extra>"))
     if current is not None and current in list(ns):
         k = list(ns).index(current)
@@ -76,7 +76,7 @@ def vectors_figure(rows: Mapping[str, np.ndarray], title: str | None = None, hig
     show_text = width <= 24
     fig = go.Figure(go.Heatmap(
         z=z, x=list(range(1, width + 1)), y=labels, zmid=0, zmin=-bound, zmax=bound, colorscale=DIVERGING_SCALE,
-        reversescale=True, text=text if show_text else None, texttemplate="%{text}" if show_text else None,
+        text=text if show_text else None, texttemplate="%{text}" if show_text else None,
         textfont={"size": 12}, xgap=1, ygap=3, colorbar={"thickness": 12},
         hovertemplate="%{y}<br>component %{x}<br>%{z:.6f}<extra></extra>"))
     if highlight in labels:
@@ -97,7 +97,7 @@ def parameter_growth_figure(g: ParameterGrowth, shared_label: str = "shared W (o
                              line={"color": ACCENT, "width": 3},
                              hovertemplate="length %{x}<br>%{y:,} parameters<extra></extra>"))
     fig.add_trace(go.Scatter(x=g.lengths, y=g.shared, mode="lines+markers", name=shared_label,
-                             line={"color": "#1f77b4", "width": 3},
+                             line={"color": SERIES, "width": 3},
                              hovertemplate="length %{x}<br>%{y:,} parameters<extra></extra>"))
     if mark is not None and mark in g.lengths:
         k = g.lengths.index(mark)
@@ -132,16 +132,21 @@ def lookup_figure(lk: Lookup, y_title: str = "weight α_ti", x_title: str = "rec
                   truth_label: str = "true position", title: str | None = None) -> go.Figure:
     """The lookup's weights α_ti over the records (input positions); hover shows the score e_ti too."""
     x = token_labels([r.token for r in lk.records])
-    colors = [TRUTH if r.truth else "#1f77b4" for r in lk.records]
+    # Every weight is an attention bar (one colour); the true position is outlined, so a weight that
+    # sits on it still shows as a weight (a green fill used to hide it).
+    truth = [r.truth for r in lk.records]
     fig = go.Figure(go.Bar(
-        x=x, y=[r.weight for r in lk.records], marker_color=colors, name=y_title,
+        x=x, y=[r.weight for r in lk.records], marker_color=ATTENTION_COLOUR, name=y_title,
+        marker_line_color=[TRUTH if t else ATTENTION_COLOUR for t in truth],
+        marker_line_width=[4 if t else 0 for t in truth], showlegend=True,
         customdata=[[r.score] for r in lk.records],
         hovertemplate="record %{x}<br>e = %{customdata[0]:.4f}<br>α = %{y:.4f}<extra></extra>"))
-    if any(r.truth for r in lk.records):
-        fig.add_trace(go.Bar(x=[None], y=[None], marker_color=TRUTH, name=truth_label))
+    if any(truth):
+        fig.add_trace(go.Bar(x=[None], y=[None], marker={"color": "rgba(0,0,0,0)", "line": {"color": TRUTH, "width": 4}},
+                             name=truth_label))
     fig.update_xaxes(type="category", title=x_title)
     fig.update_yaxes(title=y_title, range=[0, 1.05])
-    fig = styled(fig, title, height=320)
+    fig = legend_below(styled(fig, title, height=360))
     fig.update_layout(showlegend=any(r.truth for r in lk.records), bargap=0.15)
     return fig
 

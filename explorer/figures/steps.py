@@ -5,9 +5,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..trace import Trace
-from .style import ACCENT, set_layout, styled
+from .style import ACCENT, NEUTRAL, set_layout, styled
 
-OTHER_COLOUR = "#8aa9c9"
+OTHER_COLOUR = NEUTRAL
 
 
 def output_distribution(trace: Trace, step: int, k: int = 10, title: str | None = None) -> go.Figure:

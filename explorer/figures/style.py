@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import base64
+import functools
+import json
+import re
+from pathlib import Path
+
 import plotly.graph_objects as go
 import plotly.io as pio
 
 FONT_SIZE = 16
+# Latin in Streamlit's Source Sans, Chinese in the subset of Noto Sans CJK SC that the app serves
+# (static/fonts; .streamlit/config.toml declares it): Chinese renders on machines without a CJK font.
+CJK_FAMILY = "Explorer CJK"
+FONT_FAMILY = f'"Source Sans", "Source Sans Pro", "{CJK_FAMILY}", "Open Sans", Arial, sans-serif'
+CJK_FONT = Path(__file__).resolve().parents[2] / "static" / "fonts" / "explorer-cjk.woff2"
+_CJK_TEXT = re.compile(r"[\u2e80-\u2fdf\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+# One colour language on every page (every figure takes its colours from here):
+# - attention is blue: weights α on the "Blues" scale, a single weight or attention bar ATTENTION_COLOUR;
+# - signed numbers (states, vectors, scores) on "RdBu" centred on 0: negative red, positive BLUE;
+# - "true" (the task's true alignment, a correct answer) is green;
+# - the current step / the chosen token / a warning line is the red ACCENT.
 ATTENTION_SCALE = "Blues"
+ATTENTION_COLOUR = "#2171b5"  # the "Blues" scale at about 0.8
 DIVERGING_SCALE = "RdBu"
+NEUTRAL = "#8aa9c9"  # not chosen, not attended: a pale blue-grey
+SERIES = "#444444"  # a plain data series that means none of these (a signal, a parameter count)
+HIGHLIGHT = "#ff7f0e"  # a measured extreme pointed out in a lesson (the largest error)
 ACCENT = "#d62728"
 TRUTH = "#2ca02c"
 TEMPLATE = "plotly_white"
@@ -15,17 +36,27 @@ TEMPLATE = "plotly_white"
 # New figures start from the house template: plotly applies the default template without validating
 # it, whereas setting it on each figure costs ~25 ms (the Explore page draws a dozen figures per step).
 pio.templates.default = TEMPLATE
+pio.templates[TEMPLATE].layout.font.family = FONT_FAMILY
 
 
 def styled(fig: go.Figure, title: str | None = None, height: int | None = None) -> go.Figure:
     """Apply the house style in place and return the figure."""
     if fig.layout.template.layout.plot_bgcolor != "white":  # made with another template
         fig.update_layout(template=TEMPLATE)
-    set_layout(fig, title=None if title is None else {"text": title, "x": 0.0, "xanchor": "left"},
-               font={"size": FONT_SIZE}, margin={"l": 60, "r": 20, "t": 50 if title else 20, "b": 50},
-               legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0},
+    # A title at the very top and room under it for a one-row legend: they never overlap.
+    set_layout(fig, title=None if title is None else {"text": title, "x": 0.0, "xanchor": "left", "yref": "container",
+                                                      "y": 1.0, "yanchor": "top", "pad": {"t": 8}},
+               font={"size": FONT_SIZE, "family": FONT_FAMILY}, margin={"l": 60, "r": 20, "t": 84 if title else 20, "b": 50},
+               legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0.0},  # left: the modebar shows top right
                hoverlabel={"font": {"size": FONT_SIZE}}, **({} if height is None else {"height": height}))
     return fig
+
+
+def legend_below(fig: go.Figure, room: int = 40) -> go.Figure:
+    """The legend under the figure (for a narrow chart whose legend would reach the toolbar top right)."""
+    bottom = (fig.layout.margin.b or 50) + room
+    return set_layout(fig, legend={"yref": "container", "y": 0.0, "yanchor": "bottom", "x": 0.0, "xanchor": "left"},
+                      margin={"b": bottom})
 
 
 def set_layout(fig: go.Figure, **props) -> go.Figure:
@@ -65,8 +96,22 @@ def plotly_config(filename: str, scale: int = 2) -> dict:
 
 
 def figure_html(fig: go.Figure) -> str:
-    """A self-contained HTML page of a figure (plotly.js inlined: works offline)."""
-    return fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    """A self-contained HTML page of a figure (plotly.js inlined: works offline); a figure with Chinese
+    text carries the app's Chinese font inline, so it renders on a machine without one."""
+    html = fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    text = json.dumps(json.loads(fig.to_json()), ensure_ascii=False)  # to_json escapes non-ASCII text
+    face = cjk_font_face() if _CJK_TEXT.search(text) else ""
+    return html.replace("<head>", f"<head><style>{face}</style>", 1) if face else html
+
+
+@functools.lru_cache(maxsize=1)
+def cjk_font_face() -> str:
+    """A CSS @font-face rule with the served Chinese font as a data: URL ("" where it is not installed)."""
+    if not CJK_FONT.is_file():
+        return ""
+    data = base64.b64encode(CJK_FONT.read_bytes()).decode("ascii")
+    return (f'@font-face {{font-family: "{CJK_FAMILY}"; font-weight: 400; font-style: normal; '
+            f'src: url(data:font/woff2;base64,{data}) format("woff2");}}')
 
 
 def symmetric_range(*arrays) -> float:
@@ -89,3 +134,34 @@ def empty_figure(text: str, title: str | None = None, height: int = 240) -> go.F
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return styled(fig, title, height=height)
+
+
+PRESENTER_FONT_SIZE = 20
+PRESENTER_MIN_SIZE = 16
+
+
+def presented(fig: go.Figure) -> go.Figure:
+    """A copy of a figure for a projector: every font at least PRESENTER_MIN_SIZE px, the base font
+    PRESENTER_FONT_SIZE, the rest scaled by the same factor (the original, maybe cached, is untouched)."""
+    scale = PRESENTER_FONT_SIZE / FONT_SIZE
+    spec = fig.to_plotly_json()
+    _scale_fonts(spec.get("layout", {}), scale)
+    for trace in spec.get("data", []):
+        _scale_fonts(trace, scale)
+    font = spec.setdefault("layout", {}).setdefault("font", {})
+    font["size"] = max(font.get("size", 0), PRESENTER_FONT_SIZE)
+    return go.Figure(spec, skip_invalid=False)
+
+
+def _scale_fonts(node, scale: float, in_font: bool = False) -> None:
+    """Scale every `size` inside a font-like dict (font, tickfont, textfont, title.font, ...) in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            fontish = key.endswith("font")
+            if in_font and key == "size" and isinstance(value, (int, float)):
+                node[key] = max(value * scale, PRESENTER_MIN_SIZE)
+            elif isinstance(value, (dict, list)):
+                _scale_fonts(value, scale, fontish)
+    elif isinstance(node, list):
+        for item in node:
+            _scale_fonts(item, scale, in_font)

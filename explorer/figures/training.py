@@ -79,7 +79,7 @@ def accuracy_figure(evals: Sequence[Any], target: float | None = None, title: st
                                  hovertemplate=f"step %{{x}}<br>{name} %{{y:.1f}}%<extra></extra>"))
     if target is not None:
         fig.add_hline(y=100 * target, line={"color": ACCENT, "dash": "dash", "width": 1},
-                      annotation_text=f"target {100 * target:g}%", annotation_position="top left")
+                      annotation_text=f"target {100 * target:g}%", annotation_position="bottom left")  # below the line: the legend sits above the plot
     set_layout(fig, xaxis=STEP_AXIS, yaxis=PERCENT_AXIS)
     if not len(table):
         _empty(fig, "waiting for the first evaluation…")

@@ -19,7 +19,7 @@ EXPLORE_ALIAS = "explore"  # the address that sends its visitor to the root
 def explore_page(render: Callable[[], None]) -> st.Page:
     """The Explore page (the default page, at the root), drawn by `render`: links and switches to it
     find it by its pathname, whatever callable they pass."""
-    return st.Page(render, title="Explore", icon="🔍", url_path=EXPLORE_PATH, default=True)
+    return st.Page(render, title="Explore", icon=":material/search:", url_path=EXPLORE_PATH, default=True)
 
 
 def explore_alias(explore: st.Page) -> st.Page:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import Any
 
 import streamlit as st
@@ -70,9 +72,9 @@ def cached(key: tuple, compute):
 def show_problem(exc: Exception) -> None:
     """Bad input becomes a message, never a traceback."""
     if isinstance(exc, ExplorerError):
-        st.error(str(exc), icon="⚠️")
+        st.error(str(exc), icon=":material/warning:")
     else:
-        st.error(f"Something went wrong: {type(exc).__name__}: {exc}", icon="🛑")
+        st.error(f"Something went wrong: {type(exc).__name__}: {exc}", icon=":material/error:")
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
@@ -98,17 +100,33 @@ def accuracy_curve(name: str, lengths: tuple[int, ...] | None = None, samples: i
                   lambda: comparison.length_curve(get_model(name), lengths, samples, seed))
 
 
-@st.cache_resource(show_spinner=False)
 def shipped_bleu_curves() -> list:
-    """The stored BLEU-by-length curves of the shipped translation models (read once per server)."""
+    """The stored BLEU-by-length curves of the shipped translation models (read once per server and folder)."""
     from explorer import checkpoint
+    return _stored_bleu_curves(str(checkpoint.PRETRAINED_DIR), tuple(shipped_model_names()))
+
+
+@st.cache_resource(show_spinner=False)
+def _stored_bleu_curves(folder: str, names: tuple[str, ...]) -> list:
     from explorer.comparison import stored_bleu_curve
-    curves = []
-    for name in shipped_model_names():
-        curve = stored_bleu_curve(checkpoint.resolve(name))
-        if curve is not None:
-            curves.append(curve)
-    return curves
+    curves = [stored_bleu_curve(Path(folder) / f"{name}.safetensors") for name in names]
+    return [c for c in curves if c is not None]
+
+
+def selected_points(event: Any) -> list[tuple[dict, list]]:
+    """The points of a chart's selection event, each with its customdata as a list ([] when absent): the
+    browser sends a typed array as {"0": a, "1": b, ...}, AppTest and older clients a list."""
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError):
+        return []
+    out = []
+    for point in points or []:
+        data = point.get("customdata")
+        if isinstance(data, dict):
+            data = [data.get(str(k)) for k in range(len(data))]
+        out.append((point, list(data) if data is not None else []))
+    return out
 
 
 def explore_link(label: str, model: str, text: str, step: int | None = None) -> None:
@@ -119,3 +137,14 @@ def explore_link(label: str, model: str, text: str, step: int | None = None) -> 
     if step is not None:
         params["step"] = str(step)
     st.page_link(explore_page(explore.render), label=label, icon=":material/search:", query_params=params)
+
+
+def chart(where: Any, fig: Any, *, key: str, config: dict | None = None, **kwargs: Any):
+    """Draw a Plotly figure in `where` (st or a column): our fonts and colours (theme=None: Streamlit's
+    chart theme would shrink labels to 12.75 px and recolour scales), a PNG camera, projector-sized
+    type in presenter mode."""
+    from explorer.figures.style import plotly_config, presented
+    from explorer.pages import presenter
+    if presenter.on():
+        fig = presented(fig)
+    return where.plotly_chart(fig, key=key, config=config or plotly_config(key), theme=None, **kwargs)

@@ -18,7 +18,7 @@ from explorer.figures.attention import attention_heatmap
 from explorer.figures.compare import (METRIC_LABELS, accuracy_by_length_figure, bleu_by_length_figure,
                                      parameter_figure)
 from explorer.figures.style import plotly_config
-from explorer.pages import common
+from explorer.pages import common, score_twins
 
 DEFAULT_INPUT = "3141592653589793238462643"  # 25 digits: inside reverse's training range, hard without attention
 
@@ -69,7 +69,7 @@ def curve_section(names: list[str]) -> None:
     else:  # a session model may have gone away
         st.session_state["compare_curve_models"] = [n for n in st.session_state["compare_curve_models"]
                                                     if n in eligible]
-    left, right = st.columns([3, 2])
+    left, right = st.container(), st.container()  # the twins' names fill a 1024-pixel row on their own
     chosen = left.multiselect("Models", eligible, key="compare_curve_models",
                               format_func=lambda n: f"{n} ({common.get_model(n).model.cfg.attention})")
     metric = right.radio("Score", list(METRIC_LABELS), key="compare_metric", horizontal=True,
@@ -89,7 +89,7 @@ def curve_section(names: list[str]) -> None:
         cold += time.perf_counter() - started
     if not curves:
         return
-    st.plotly_chart(accuracy_by_length_figure(curves, metric), key="compare_fig_curve", config=plotly_config("curve"))
+    common.chart(st, accuracy_by_length_figure(curves, metric), key="compare_fig_curve", config=plotly_config("curve"))
     computed = sum(c.seconds for c in curves)
     st.caption(f"Computed once in {computed:.1f} s (this view: {cold:.2f} s). Each point is "
                f"`{comparison.eval_command(curves[0].model, 20)}` with its length in place of 20 "
@@ -117,8 +117,8 @@ def sentence_section() -> None:
         "grouped by the English sentence's length in words.")
     metric = st.radio("Score", ["bleu", "chrf"], key="compare_bleu_metric", horizontal=True,
                       format_func={"bleu": "BLEU", "chrf": "chrF"}.get)
-    st.plotly_chart(bleu_by_length_figure(curves, metric), key="compare_fig_bleu", config=plotly_config("bleu"))
-    table = pd.DataFrame([{"model": c.model, "attention": c.attention,
+    common.chart(st, bleu_by_length_figure(curves, metric), key="compare_fig_bleu", config=plotly_config("bleu"))
+    table = pd.DataFrame([{"model": c.model, "score function": c.attention,
                            "source words": f"{r['lo']}–{r['hi']}" if r["hi"] < 1000 else f"{r['lo']}+",
                            "sentences": r["n"], "BLEU": r["bleu"], "chrF": r["chrf"]} for c in curves for r in c.rows])
     with st.expander("The numbers"):
@@ -200,7 +200,7 @@ def _model_column(name: str, source: str, side: str) -> dict | None:
         score = tr.alignment_accuracy()
         if score is not None:
             st.caption(f"Attention on the true position at {100 * score:.0f}% of the steps.")
-        st.plotly_chart(attention_heatmap(tr), key=f"compare_fig_attention_{side}",
+        common.chart(st, attention_heatmap(tr), key=f"compare_fig_attention_{side}",
                         config=plotly_config(f"attention_{name}"))
     else:
         st.info(f"No attention: the decoder saw only the context vector s₀ ({tr.initial_state.size} numbers) "
@@ -229,7 +229,7 @@ def side_by_side_section(names: list[str]) -> None:
     mid.number_input("Length", 1, 64, 25, key="compare_length")
     right.button("Random input", key="compare_random", on_click=_set_random_input)
     if "compare_random_error" in st.session_state:
-        st.error(st.session_state.pop("compare_random_error"), icon="⚠️")
+        st.error(st.session_state.pop("compare_random_error"), icon=":material/warning:")
     col_a, col_b = st.columns(2)
     breakdowns = {}
     with col_a:
@@ -241,7 +241,7 @@ def side_by_side_section(names: list[str]) -> None:
         if part:
             breakdowns[f"{name_b} " if name_b in breakdowns else name_b] = part
     if breakdowns:
-        st.plotly_chart(parameter_figure(breakdowns, "Parameters by part"), key="compare_fig_parameters",
+        common.chart(st, parameter_figure(breakdowns, "Parameters by part"), key="compare_fig_parameters",
                         config=plotly_config("parameters"))
         frame = pd.DataFrame(breakdowns).T[["encoder", "decoder", "attention", "output", "total"]]
         st.dataframe(frame, key="compare_parameter_table")
@@ -259,11 +259,14 @@ def render() -> None:
     sentence_section()
     st.divider()
     side_by_side_section(names)
+    st.divider()
+    score_twins.section()
 
 
 # --- BLEU and chrF of two translation models ------------------------------------------------------
 
 OWN_PAIRS = "the held-out pairs kept in {}'s checkpoint"
+MAX_SCORED = 1000  # pairs scored at most (greedy decoding of 1,000 short sentences: seconds on one core)
 
 
 def _score_pairs(choice: str, bundles: dict) -> list[tuple[str, str]]:
@@ -284,7 +287,7 @@ def _score_pairs(choice: str, bundles: dict) -> list[tuple[str, str]]:
 def translation_scores_section(name_a: str, name_b: str) -> None:
     """Two translation models of the same languages: BLEU and chrF (sacrebleu, default settings) and exact
     match on the same pairs."""
-    from explorer.scores import MAX_PAIRS, bleu_tokenizer, translation_scores
+    from explorer.evaluation import score_pairs
     bundles = {name: _bundle(name) for name in (name_a, name_b)}
     if any(b is None or b.kind != "translation" for b in bundles.values()) or name_a == name_b:
         return
@@ -306,13 +309,15 @@ def translation_scores_section(name_a: str, name_b: str) -> None:
         for name, bundle in bundles.items():
             key = ("compare_scores", common.model_key(name), choice,
                    getattr(st.session_state.get("compare_tsv"), "file_id", None))
-            scores = common.cached(key, lambda: translation_scores(bundle, pairs))
+            scores = common.cached(key, lambda: score_pairs(bundle, pairs, limit=MAX_SCORED))
+            if not scores["n"]:
+                raise ExplorerError(f"no pair of these fits {name}")
+            signature = scores["bleu_signature"]
             rows[name] = {"pairs scored": scores["n"], "exact match (%)": round(100 * scores["exact_match"], 1),
                           "BLEU": round(scores["bleu"], 1), "chrF": round(scores["chrf"], 1)}
     except ExplorerError as exc:
-        st.error(str(exc), icon="⚠️")
+        st.error(str(exc), icon=":material/warning:")
         return
     st.dataframe(pd.DataFrame(rows).T, key="compare_score_table")
-    st.caption(f"sacrebleu with its default settings (cased; BLEU tokenized "
-               f"'{bleu_tokenizer(a.languages[1])}'), greedy decoding, at most {MAX_PAIRS:,} "
+    st.caption(f"sacrebleu with its default settings ({signature}), greedy decoding, at most {MAX_SCORED:,} "
                "pairs each model can read.")

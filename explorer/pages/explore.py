@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 import streamlit as st
@@ -24,7 +25,7 @@ from explorer.figures import attention as fig_attention
 from explorer.figures import steps as fig_steps
 from explorer.figures import vectors as fig_vectors
 from explorer.figures.style import figure_html, plotly_config
-from explorer.pages import common
+from explorer.pages import beam_panel, common, neighbours_panel, presenter
 from explorer.registry import LRUCache
 from explorer.trace import Intervention, Trace, first_difference
 from explorer.vocab import PAD, SOS
@@ -33,7 +34,7 @@ TEMPERATURES = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 PLAY_SECONDS = 1.2
 CELL_NAMES = {"rnn": r"\mathrm{RNN}", "gru": r"\mathrm{GRU}", "lstm": r"\mathrm{LSTM}", "unshared": r"\mathrm{RNN}"}
 INTERVENTION_KEYS = ("explore_masked", "explore_pins", "explore_forced")
-URL_KEYS = ("model", "input", "mode", "target", "width", "step") + views.INTERVENTION_URL_KEYS
+URL_KEYS = ("model", "input", "mode", "target", "width", "step", "node") + views.INTERVENTION_URL_KEYS
 
 K = "explore_"  # every session-state key of this page starts with this
 
@@ -53,6 +54,7 @@ def _reset_view() -> None:
     _set("step", 1)
     _set("playing", False)
     _set("candidate", 0)
+    _set("node", None)
     _set("masked", [])
     _set("pins", [])
     _set("forced", [])
@@ -91,6 +93,11 @@ def _apply_url(names: list[str]) -> None:
         except ValueError:
             continue
         _set(name, min(max(value, 1), hi))
+    if "node" in changed or (first and incoming["node"] is not None):
+        try:
+            _set("node", max(int(incoming["node"] or ""), 1) - 1)
+        except ValueError:
+            _set("url_problem", f"the link's beam node {incoming['node']!r} is not a number")
     if first or any(key in changed for key in views.INTERVENTION_URL_KEYS):
         _apply_url_intervention(incoming)
     _set("synced", {key: value for key, value in incoming.items() if value is not None})
@@ -119,12 +126,14 @@ def _sync_url(request: views.Request, t: int | None = None) -> None:
         want["target"] = request.target
     if request.mode == "beam":
         want["width"] = str(request.beam_width)
+        if request.node is not None:
+            want["node"] = str(request.node + 1)
     want["step"] = str(t) if t is not None else st.query_params.get("step", "1")
     want.update(views.intervention_query(request.intervention))
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
-    for key in ("target", "width") + views.INTERVENTION_URL_KEYS:
+    for key in ("target", "width", "node") + views.INTERVENTION_URL_KEYS:
         if key not in want and key in st.query_params:
             del st.query_params[key]
     _set("synced", want)
@@ -190,6 +199,12 @@ def _stop_playing() -> None:
     _set("playing", False)
 
 
+def _on_candidate() -> None:
+    """A candidate picked in the table replaces a beam-tree node."""
+    _set("playing", False)
+    _set("node", None)
+
+
 def _on_slider(version: int) -> None:
     """The user moved the step slider. Only the slider on screen counts: whenever the step changes any
     other way the slider gets a new key, so a value a lagging browser sends for an older one is ignored."""
@@ -199,15 +214,8 @@ def _on_slider(version: int) -> None:
 
 def _selected_cell(event: Any) -> tuple[int, int] | None:
     """(t, i), 0-based, of the clicked heatmap cell, or None when nothing is selected."""
-    try:
-        points = event["selection"]["points"]
-    except (KeyError, TypeError):
-        return None
-    for point in points or []:
-        data = point.get("customdata")
-        if isinstance(data, dict):  # the browser sends a typed array as {"0": t, "1": i, ...}
-            data = [data.get("0"), data.get("1")]
-        if data is not None and len(data) >= 2 and data[0] is not None and data[1] is not None:
+    for point, data in common.selected_points(event):
+        if len(data) >= 2 and data[0] is not None and data[1] is not None:
             return int(data[0]), int(data[1])
         label = point.get("y")
         if isinstance(label, str) and ":" in label:
@@ -251,9 +259,7 @@ def _clear_interventions() -> None:
 # --- computing (cached per session; the step panel never recomputes) ------------------------------
 
 def _candidates(request: views.Request) -> list:
-    key = ("explore-beam", common.model_key(request.model), request.text, request.beam_width)
-    return common.cached(key, lambda: views.candidates(common.get_model(request.model), request.text,
-                                                       request.beam_width))
+    return list(beam_panel.record(request).candidates)
 
 
 def _trace(request: views.Request) -> Trace:
@@ -263,9 +269,9 @@ def _trace(request: views.Request) -> Trace:
         if not request.target.strip():
             raise ExplorerError("teacher-forced mode needs a target: type the output to force")
         return common.cached_trace(request.model, request.text, request.intervention, request.target)
-    beam = _candidates(request)
+    record = beam_panel.record(request)
     key = ("explore-trace", common.model_key(request.model), request)
-    return common.cached(key, lambda: views.request_trace(common.get_model(request.model), request, beam))
+    return common.cached(key, lambda: views.request_trace(common.get_model(request.model), request, record=record))
 
 
 # --- small display helpers ------------------------------------------------------------------------
@@ -304,7 +310,7 @@ def _chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
     if callable(fig):
         fig = _figure(cache[0], name, cache[1], fig) if cache is not None else fig()
     # theme=None: our projector-sized fonts, not Streamlit's chart theme.
-    event = st.plotly_chart(fig, key=key, config=plotly_config(name), theme=None, **kwargs)
+    event = common.chart(st, fig, key=key, config=plotly_config(name), **kwargs)
     st.download_button("HTML", icon=":material/download:", data=lambda: figure_html(fig), file_name=f"{name}.html",
                        mime="text/html", key=key + "_html", on_click="ignore", type="tertiary",
                        help="Download this figure as an interactive HTML page (PNG: the camera icon on the chart)")
@@ -392,10 +398,12 @@ def render() -> None:
     _guarded(_summary, bundle, request, tr)
     if request.mode == "beam":
         _guarded(_beam_table, bundle, request)
+        _guarded(beam_panel.render, bundle, request)
     _set("compute_ms", compute_ms)
     playing = bool(_state("playing"))
     panel = st.fragment(_step_panel, run_every=PLAY_SECONDS if playing else None)
     panel(request, bundle.model.cfg.cell, bundle.model.cfg.attn_dim)
+    _guarded(neighbours_panel.render, request.model, tr, int(_state("step", 1)))
     _guarded(_what_if, bundle, request, tr, original)
     _guarded(_downloads, tr)
 
@@ -435,6 +443,7 @@ def _decode(bundle) -> tuple[views.Request, Trace | None, Trace | None]:
         request = views.Request(model=_state("model"), text=_state("input") or "", mode=_state("mode"),
                                 target=_state("target") or "", beam_width=int(_state("beam_width", 3)),
                                 candidate=int(_state("candidate", 0)), intervention=_intervention())
+        request = replace(request, node=beam_panel.selected_node(request))
         tr = _trace(request)
         original = tr if request.intervention.is_identity else _trace(request.original)
         _set("good", request)
@@ -477,6 +486,8 @@ def _summary(bundle, request: views.Request, tr: Trace) -> None:
     cols = st.columns([7, 7, 4, 3])  # [4, 4, 2, 2] cut "Alignment accuracy" at 1300 px
     label = {"greedy": "Output (greedy)", "beam": f"Beam candidate #{request.candidate + 1}",
              "teacher": "Forced target"}[request.mode]
+    if request.node is not None:
+        label = f"Beam tree node {request.node + 1}: its prefix"
     cols[0].metric(label, out if out else "∅ (empty)")
     if truth is not None:
         ok = truth == out
@@ -506,7 +517,7 @@ def _beam_table(bundle, request: views.Request) -> None:
     if _state("candidate", 0) >= len(options):
         _set("candidate", 0)
     st.radio("Step through candidate", options, key=K + "candidate", horizontal=True,
-             format_func=lambda n: f"#{n + 1}: {frame['output'][n] or '∅'}", on_change=_stop_playing)
+             format_func=lambda n: f"#{n + 1}: {frame['output'][n] or '∅'}", on_change=_on_candidate)
 
 
 # --- the step panel (a fragment) ------------------------------------------------------------------
@@ -533,32 +544,11 @@ def _draw_step_panel(request: views.Request, cell: str, attn_dim: int) -> None:
     t = int(_state("step"))
 
     st.subheader("Step through decoding")
-    bar = st.columns([2, 2, 2, 5, 4], vertical_alignment="center")  # room for an icon and "Pause" at 1300 px
-    bar[0].button("Prev", icon=":material/skip_previous:", key=K + "prev", on_click=_step_by, args=(-1, T),
-                  disabled=t <= 1, width="stretch")
-    if _state("playing"):
-        bar[1].button("Pause", icon=":material/pause:", key=K + "pause", on_click=_stop_playing, width="stretch")
-    elif bar[1].button("Play", icon=":material/play_arrow:", key=K + "play", width="stretch", disabled=T <= 1,
-                       help=f"Advance one step every {PLAY_SECONDS:g} s"):
-        if t >= T:
-            _set("step", 1)
-        _set("playing", True)
-        st.rerun()  # a full run starts the fragment's timer
-    bar[2].button("Next", icon=":material/skip_next:", icon_position="right", key=K + "next", on_click=_step_by,
-                  args=(1, T), disabled=t >= T, width="stretch")
-    if T > 1:
-        version = int(_state("slider_version", 0))
-        if _state(f"t{version}") != t:  # the step moved without the slider: a fresh slider showing it
-            version += 1
-            _set("slider_version", version)
-            _set(f"t{version}", t)
-        bar[3].slider("Step t", 1, T, key=f"{K}t{version}", on_change=_on_slider, args=(version,),
-                      disabled=bool(_state("playing")))
-    else:
-        bar[3].markdown("Step **t = 1** (the only step)")
+    _step_bar(t, T)
     step = t - 1
     facts = views.step_summary(tr, step)
-    bar[4].markdown(f"#### t = {step + 1} of {T}: **{_tok(facts['previous'])}** → **{_tok(facts['chosen'])}**")
+    # its own row, never beside the controls: at 1024 px the chosen token wrapped onto a line alone
+    st.markdown(f"#### t = {step + 1} of {T}: **{_tok(facts['previous'])}** → **{_tok(facts['chosen'])}**")
     _sync_url(request, step + 1)
 
     wide = tr.has_attention and len(tr.source_tokens) > 14  # a long input gets the full width
@@ -591,9 +581,42 @@ def _draw_step_panel(request: views.Request, cell: str, attn_dim: int) -> None:
     _hidden_tabs(request, tr, step)
     panel_ms = (time.perf_counter() - started) * 1000
     _set("panel_ms", panel_ms)
-    st.caption(f"Step panel drawn in {_format_seconds(panel_ms)} · decoding "
-               f"{_format_seconds(_state('compute_ms', 0.0))} (once per input, then cached)",
-               help="Server-side timings: changing the step reruns only this panel and never re-decodes")
+    st.container(key=K + "panel_timing").caption(
+        f"Step panel drawn in {_format_seconds(panel_ms)} · decoding "
+        f"{_format_seconds(_state('compute_ms', 0.0))} (once per input, then cached)",
+        help="Server-side timings: changing the step reruns only this panel and never re-decodes")
+
+
+def _step_bar(t: int, T: int) -> None:
+    """First, previous, play/pause, next, last and the step slider (presenter mode: Home, ←, space, →, End)."""
+    bar = st.columns([1.3, 2.2, 2.2, 2.2, 1.3, 6], vertical_alignment="center")
+    bar[0].button(":material/first_page:", key=K + "first", shortcut=presenter.shortcut("first"), on_click=_step_by, args=(1 - t, T), disabled=t <= 1,
+                  width="stretch", help="First step (Home in presenter mode)")
+    bar[1].button("Prev", icon=":material/skip_previous:", key=K + "prev", shortcut=presenter.shortcut("prev"), on_click=_step_by, args=(-1, T),
+                  disabled=t <= 1, width="stretch", help="Previous step (← in presenter mode)")
+    if _state("playing"):
+        bar[2].button("Pause", icon=":material/pause:", key=K + "pause", shortcut=presenter.shortcut("pause"), on_click=_stop_playing, width="stretch",
+                      help="Space in presenter mode")
+    elif bar[2].button("Play", icon=":material/play_arrow:", key=K + "play", shortcut=presenter.shortcut("play"), width="stretch", disabled=T <= 1,
+                       help=f"Advance one step every {PLAY_SECONDS:g} s (space in presenter mode)"):
+        if t >= T:
+            _set("step", 1)
+        _set("playing", True)
+        st.rerun()  # a full run starts the fragment's timer
+    bar[3].button("Next", icon=":material/skip_next:", icon_position="right", key=K + "next", shortcut=presenter.shortcut("next"), on_click=_step_by,
+                  args=(1, T), disabled=t >= T, width="stretch", help="Next step (→ in presenter mode)")
+    bar[4].button(":material/last_page:", key=K + "last", shortcut=presenter.shortcut("last"), on_click=_step_by, args=(T - t, T), disabled=t >= T,
+                  width="stretch", help="Last step (End in presenter mode)")
+    if T > 1:
+        version = int(_state("slider_version", 0))
+        if _state(f"t{version}") != t:  # the step moved without the slider: a fresh slider showing it
+            version += 1
+            _set("slider_version", version)
+            _set(f"t{version}", t)
+        bar[5].slider("Step t", 1, T, key=f"{K}t{version}", on_change=_on_slider, args=(version,),
+                      disabled=bool(_state("playing")))
+    else:
+        bar[5].markdown("Step **t = 1** (the only step)")
 
 
 def _words_view(request: views.Request, tr: Trace) -> None:
@@ -670,8 +693,8 @@ def _step_three(tr: Trace, step: int, request: views.Request, attn_dim: int) -> 
         notes.append("masked inputs (hidden from attention): " + ", ".join(f"x{i + 1}" for i in iv.masked))
     if notes:
         st.info("; ".join(notes), icon=":material/science:")
-    cols = st.columns([7, 5], gap="large")
-    with cols[0]:
+    # The table has the full width (beside the weights chart its last column was cut at 1024 px).
+    with st.container():
         frame = views.lookup_table(tr, step)
         peak_k = float(abs(tr.keys).max()) if tr.keys.size else 1.0
         peak_v = float(abs(tr.values).max()) if tr.values.size else 1.0
@@ -690,12 +713,14 @@ def _step_three(tr: Trace, step: int, request: views.Request, attn_dim: int) -> 
                      row_height=36, height=min(36 * (len(frame) + 1) + 3, 579))
         st.caption("One record per input position: the query is matched against every key kᵢ, the "
                    "weights αₜᵢ pick how much of each value vᵢ goes into cₜ. Exact vectors: the K, V, Q tab.")
-    with cols[1]:
+    cols = st.columns([2, 3], gap="large")
+    with cols[0]:
         _chart(lambda: fig_attention.weights_bar(tr, step, title=f"α{_sub(t)} over the inputs"), f"step{t}-weights",
                K + "fig_weights", cache=(request, step))
-    title = f"c{_sub(t)} = Σᵢ α{_sub(t)}ᵢ vᵢ: each row a weighted value, the last row their sum"
-    _chart(lambda: fig_attention.context_sum(tr, step, title=title), f"step{t}-context", K + "fig_context",
-           cache=(request, step))
+    with cols[1]:
+        title = f"c{_sub(t)} = Σᵢ α{_sub(t)}ᵢ vᵢ: each row a weighted value, the last row their sum"
+        _chart(lambda: fig_attention.context_sum(tr, step, title=title), f"step{t}-context", K + "fig_context",
+               cache=(request, step))
 
 
 def _step_four(tr: Trace, step: int, request: views.Request) -> None:

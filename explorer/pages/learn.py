@@ -18,7 +18,7 @@ from explorer.errors import ExplorerError
 from explorer.figures import lessons as lfig
 from explorer.figures.compare import accuracy_by_length_figure
 from explorer.figures.style import plotly_config
-from explorer.pages import common
+from explorer.pages import common, presenter, score_twins
 from explorer.pages.learn_text import LANGUAGES, text
 
 LESSON_RNN = "lesson-rnn"  # the page's own tiny tanh RNN (not in the model registry)
@@ -150,9 +150,9 @@ def section_sampling(t: dict, lang: str) -> None:
                                        err2=s2.max_error, ratio=s.max_error / max(s2.max_error, 1e-12)))
     ns = sorted(set(SAMPLING_NS) | {n})
     a, b = st.columns([3, 2])
-    a.plotly_chart(lfig.sampling_figure(s, t["s1_f"], t["s1_steps"], t["s1_worst"], t["s1_time"]),
+    common.chart(a, lfig.sampling_figure(s, t["s1_f"], t["s1_steps"], t["s1_worst"], t["s1_time"]),
                    key="learn_fig_sampling", config=plotly_config("sampling"))
-    b.plotly_chart(lfig.sampling_error_figure(ns, lessons.max_errors(ns, signal), n, t["s1_error_x"],
+    common.chart(b, lfig.sampling_error_figure(ns, lessons.max_errors(ns, signal), n, t["s1_error_x"],
                                               t["s1_error_y"]),
                    key="learn_fig_sampling_error", config=plotly_config("sampling_error"))
     st.caption(t["s1_tokens"].format(text=PREFERRED_INPUT, m=len(PREFERRED_INPUT)))
@@ -198,7 +198,7 @@ def section_rnn(t: dict, lang: str) -> None:
         st.markdown(t["s2_numbers_gru"].format(t=u.t, token=u.token, r=u.parts["r"][0], z=u.parts["z"][0],
                                                n=u.parts["n"][0], h=u.h[0]))
     last = list(rows)[-1]
-    st.plotly_chart(lfig.vectors_figure(rows, highlight=last, x_title=t["s2_component"], max_abs=1.0),
+    common.chart(st, lfig.vectors_figure(rows, highlight=last, x_title=t["s2_component"], max_abs=1.0),
                     key="learn_fig_rnn", config=plotly_config("rnn"))
     if k < unit.hidden or len(u.x) > k:
         st.caption(t["s2_shown"].format(k=k, H=unit.hidden))
@@ -229,7 +229,7 @@ def section_sharing(t: dict, lang: str) -> None:
     m = c.slider(t["s3_length"], 1, 64, 30, key="learn_share_length")
     growth = lessons.parameter_growth(int(E), int(H), range(1, 65))
     st.markdown(t["s3_numbers"].format(E=E, H=H, m=m, shared=growth.shared[m - 1], unshared=growth.unshared[m - 1]))
-    st.plotly_chart(lfig.parameter_growth_figure(growth, t["s3_shared"], t["s3_unshared"], t["s3_x"], t["s3_y"],
+    common.chart(st, lfig.parameter_growth_figure(growth, t["s3_shared"], t["s3_unshared"], t["s3_x"], t["s3_y"],
                                                  mark=m), key="learn_fig_growth", config=plotly_config("growth"))
     lo, hi = lessons.LESSON_TASK_LENGTHS
     st.markdown(t["s3_real"].format(lo=lo, hi=hi))
@@ -249,13 +249,13 @@ def section_sharing(t: dict, lang: str) -> None:
     st.dataframe(table, hide_index=True, key="learn_share_table")
     if runs[1].weights_for is not None:
         st.error(t["s3_unshared_missing"].format(limit=runs[1].weights_for, m=runs[1].length,
-                                                 next=runs[1].weights_for + 1, error=runs[1].error), icon="⚠️")
+                                                 next=runs[1].weights_for + 1, error=runs[1].error), icon=":material/warning:")
     elif runs[1].error:
-        st.error(t["s3_unshared_error"].format(error=runs[1].error), icon="⚠️")
+        st.error(t["s3_unshared_error"].format(error=runs[1].error), icon=":material/warning:")
     if runs[0].error is None:
         st.info(t["s3_shared_ok"].format(m=runs[0].length))
     else:
-        st.error(runs[0].error, icon="⚠️")
+        st.error(runs[0].error, icon=":material/warning:")
     per = lessons.encoder_parameters(unshared) // unshared.model.cfg.max_src_len
     st.caption(t["s3_counts"].format(shared=lessons.encoder_parameters(shared),
                                      unshared=lessons.encoder_parameters(unshared), hi=hi, per=per))
@@ -285,11 +285,11 @@ def section_encoder_decoder(t: dict, lang: str) -> None:
     ctx = lessons.context_vector(bundle, tr)
     rows = {f"h<sub>{i + 1}</sub> {tok}": tr.encoder_states[i] for i, tok in enumerate(tr.source_tokens)}
     st.markdown(f"**{t['s4_states']}**")
-    st.plotly_chart(lfig.vectors_figure(rows, highlight=None if ctx.bidirectional else list(rows)[-1],
+    common.chart(st, lfig.vectors_figure(rows, highlight=None if ctx.bidirectional else list(rows)[-1],
                                         x_title=t["s2_component"]),
                     key="learn_fig_states", config=plotly_config("encoder_states"))
     st.markdown(f"**{t['s4_s0'].format(n=ctx.numbers)}**")
-    st.plotly_chart(lfig.vectors_figure({"s<sub>0</sub>": ctx.s0}, x_title=t["s2_component"]),
+    common.chart(st, lfig.vectors_figure({"s<sub>0</sub>": ctx.s0}, x_title=t["s2_component"]),
                     key="learn_fig_s0", config=plotly_config("s0"))
     st.subheader(t["s4_chain"])
     step = _step_slider(t["output_step"], "learn_ed_step", tr.steps, default=tr.steps)
@@ -303,10 +303,12 @@ def section_encoder_decoder(t: dict, lang: str) -> None:
         t["col_truth"]: [c.truth or "" for c in chain],
         t["col_top"]: [", ".join(f"{tok} {p:.2f}" for tok, p in c.top) for c in chain],
     })
-    left, right = st.columns([1, 1])
-    left.dataframe(frame, hide_index=True, key="learn_chain",
-                   column_config={t["col_p"]: st.column_config.NumberColumn(format="%.4f")})
-    right.plotly_chart(lfig.output_distribution_figure(tr, step, t["s4_dist_x"], t["s4_dist_y"]),
+    # The full width: in half of a 1024-pixel page the top-candidates column was cut off.
+    st.dataframe(frame, hide_index=True, key="learn_chain", width="stretch",
+                 column_config={t["col_p"]: st.column_config.NumberColumn(format="%.4f"),
+                                t["col_top"]: st.column_config.TextColumn(width="large")})
+    right, _ = st.columns([3, 1])
+    common.chart(right, lfig.output_distribution_figure(tr, step, t["s4_dist_x"], t["s4_dist_y"]),
                        key="learn_fig_dist", config=plotly_config("output_distribution"))
     right.caption(t["s4_dist"])
     st.markdown(_verdict(t, bundle, tr))
@@ -326,15 +328,18 @@ def section_bottleneck(t: dict, lang: str) -> None:
     names = _bottleneck_names()
     kinds = {common.get_model(n).model.cfg.attention for n in names}
     if "none" not in kinds or len(kinds) < 2:
-        st.markdown(t["s5_text"].format(lo="…", hi="…", samples=comparison.CURVE_SAMPLES))
+        st.markdown(t["s5_text"].format(lo="…", hi="…", hidden="…", params="…", samples=comparison.CURVE_SAMPLES))
         st.info(t["s5_none"])
         return
     with st.spinner():
         curves = [common.accuracy_curve(n) for n in names]
     lo, hi = curves[0].trained or ("?", "?")
-    st.markdown(t["s5_text"].format(lo=lo, hi=hi, samples=comparison.CURVE_SAMPLES))
+    bundles = [common.get_model(n) for n in names]
+    hidden = "/".join(sorted({str(b.model.cfg.hidden) for b in bundles}))
+    params = ", ".join(f"{n} {b.parameter_count:,}" for n, b in zip(names, bundles))  # computed, never claimed
+    st.markdown(t["s5_text"].format(lo=lo, hi=hi, hidden=hidden, params=params, samples=comparison.CURVE_SAMPLES))
     st.latex(r"\boldsymbol c = \boldsymbol h_m \in \mathbb{R}^{H}" + t["s5_latex"])
-    st.plotly_chart(accuracy_by_length_figure(curves, "exact_match", x_title=t["s5_x"], y_title=t["s5_y"],
+    common.chart(st, accuracy_by_length_figure(curves, "exact_match", x_title=t["s5_x"], y_title=t["s5_y"],
                                               trained_label=t["s5_trained"]),
                     key="learn_fig_bottleneck", config=plotly_config("bottleneck"))
     marks = [m for m in BOTTLENECK_MARKS if all(c.at(m) for c in curves)]
@@ -408,16 +413,53 @@ def section_attention(t: dict, lang: str) -> None:
     score = t["s6_score_check"].format(e=lk.score_check) if lk.score_check is not None else ""
     st.caption(t["s6_check"].format(ctx=lk.context_check, score=score, total=sum(r.weight for r in lk.records)))
     left, right = st.columns([2, 3])
-    left.plotly_chart(lfig.lookup_figure(lk, t["s6_weights_y"], t["s6_weights_x"], t["s6_truth"]),
+    common.chart(left, lfig.lookup_figure(lk, t["s6_weights_y"], t["s6_weights_x"], t["s6_truth"]),
                       key="learn_fig_lookup", config=plotly_config("lookup"))
-    right.plotly_chart(lfig.attention_figure(tr, step - 1, t["s6_heat_x"], t["s6_heat_y"], t["s6_truth"]),
+    common.chart(right, lfig.attention_figure(tr, step - 1, t["s6_heat_x"], t["s6_heat_y"], t["s6_truth"]),
                        key="learn_fig_heatmap", config=plotly_config("attention"))
     if name != LESSON_RNN:
         common.explore_link(t["s6_explore"], name, source, step)
+    score_twins.scaling_note(t)
 
 
 SECTIONS = (section_sampling, section_rnn, section_sharing, section_encoder_decoder, section_bottleneck,
             section_attention)
+
+
+def _apply_section_url() -> None:
+    """The section from the address (`?section=N`): on the first run, and when a link names another one."""
+    wanted = st.query_params.get("section")
+    if wanted is None or wanted == st.session_state.get("learn_section_synced"):
+        return
+    st.session_state["learn_section_synced"] = wanted
+    try:
+        st.session_state["learn_section"] = min(max(int(wanted), 1), len(SECTIONS))
+    except ValueError:
+        st.warning(f"The link's section {wanted!r} is not a number from 1 to {len(SECTIONS)}; showing section 1.",
+                   icon=":material/link_off:")
+
+
+def _go(section: int) -> None:
+    st.session_state["learn_section"] = min(max(section, 1), len(SECTIONS))
+
+
+def _tour_bar(t: dict, section: int, where: str) -> None:
+    """Previous / next (← → in presenter mode) and the sections by number, to jump."""
+    n = len(SECTIONS)
+    bar = st.columns([2, 6, 2], vertical_alignment="center")
+    suffix = "" if where == "top" else "_" + where
+    bar[0].button(t["tour_prev"], icon=":material/arrow_back:", key="learn_prev" + suffix, on_click=_go,
+                  shortcut=presenter.shortcut("prev") if where == "top" else None,
+                  args=(section - 1,), disabled=section <= 1, width="stretch")
+    bar[2].button(t["tour_next"], icon=":material/arrow_forward:", icon_position="right", key="learn_next" + suffix,
+                  shortcut=presenter.shortcut("next") if where == "top" else None, on_click=_go, args=(section + 1,), disabled=section >= n, width="stretch")
+    if where == "top":
+        bar[1].progress(section / n, text=t["tour_where"].format(k=section, n=n))
+        with st.container(key="learn_tour_ends", horizontal=True):
+            st.button(t["tour_first"], key="learn_first", shortcut=presenter.shortcut("first"), on_click=_go, args=(1,), disabled=section <= 1,
+                      type="tertiary", icon=":material/first_page:")
+            st.button(t["tour_last"], key="learn_last", shortcut=presenter.shortcut("last"), on_click=_go, args=(n,), disabled=section >= n,
+                      type="tertiary", icon=":material/last_page:")
 
 
 def render() -> None:
@@ -425,18 +467,25 @@ def render() -> None:
                                 format_func=LANGUAGES.get, key="learn_lang")
     lang = lang or "en"
     t = text(lang)
+    _apply_section_url()
+    section = int(st.session_state.setdefault("learn_section", 1))
+    st.query_params["section"] = str(section)
+    st.session_state["learn_section_synced"] = str(section)
     st.title(t["title"])
-    st.markdown(t["intro"])
+    if section == 1:
+        st.markdown(t["intro"])
     if "learn_lessons_ready" not in st.session_state:
         with st.spinner(t["training_lessons"]):
             _lesson_pair()
         st.session_state["learn_lessons_ready"] = True
-    for section in SECTIONS:
+    _tour_bar(t, section, "top")
+    try:
+        SECTIONS[section - 1](t, lang)
+    except ExplorerError as exc:
+        common.show_problem(exc)
+    if section == len(SECTIONS):
         st.divider()
-        try:
-            section(t, lang)
-        except ExplorerError as exc:
-            common.show_problem(exc)
+        st.markdown(t["summary"])
     st.divider()
-    st.markdown(t["summary"])
+    _tour_bar(t, section, "bottom")
     st.session_state["learn_rendered_lang"] = lang

@@ -13,6 +13,11 @@ LANGUAGES = {"en": "English", "zh": "中文"}
 TEXT: dict[str, dict] = {
     "en": {
         "title": 'Learn: attention from first principles',
+        "tour_prev": 'Previous',
+        "tour_next": 'Next',
+        "tour_first": 'First section',
+        "tour_last": 'Last section',
+        "tour_where": 'Section {k} of {n}',
         "language": 'Language',
         "intro": (
             'The article argues in six steps, each forced by the one before: sequences are values over '
@@ -173,9 +178,9 @@ TEXT: dict[str, dict] = {
         "s5_text": (
             'The encoder–decoder handles variable lengths and order, but it squeezes the whole input '
             'into one fixed vector. The longer the input, the more the early symbols are diluted — long-range '
-            'dependencies are lost. This is the **information bottleneck**. Below: two models of exactly '
-            'the same size, trained on reversal of lengths {lo}–{hi}, one with attention and one without, '
-            'scored on {samples} fresh inputs at each length (the same numbers as `python -m explorer '
+            'dependencies are lost. This is the **information bottleneck**. Below: reversal models with '
+            'the same layer sizes (hidden {hidden}), trained on lengths {lo}–{hi}, one with attention and one '
+            'without ({params} parameters: attention adds its query, key and value projections), scored on {samples} fresh inputs at each length (the same numbers as `python -m explorer '
             'eval`).'),
         "s5_none": 'The bottleneck curve needs two reversal models (with and without attention): ship or train them.',
         "s5_numbers": 'Exact match at length {lengths}:',
@@ -225,12 +230,29 @@ TEXT: dict[str, dict] = {
         "s6_heat_y": 'output step t',
         "s6_explore": 'Open this step in Explore',
         "s6_needs_attention": 'This model has no attention; pick one that attends.',
+        "s6_scaling": (
+            '**What scaling changes.** The score $e = q\\cdot k$ is a sum of $D$ products (here $D$ = {D}), so '
+            'its spread over the inputs grows like $\\sqrt{{D}}$ with the dimension, and a softmax of widely '
+            'spread scores puts nearly all weight on one input, where its gradient almost vanishes. Scaled dot '
+            'divides by $\\sqrt{{D}}$ = {sqrtD:g}. The shipped twins, trained alike on reversal, show what it does '
+            'once trained: `{dot}` (dot): scores spread {dot_spread:.1f}, mean peak weight {dot_peak:.3f}; '
+            '`{scaled}` (scaled dot): scores spread {scaled_spread:.1f}, but its $q\\cdot k$ before the division '
+            'spread {scaled_raw:.1f}: training grew the vectors until the choice was as sharp as before (mean '
+            'peak {scaled_peak:.3f}). Both learned the task (exact match {dot_exact:.0%} and {scaled_exact:.0%}); '
+            'scaling matters most at the start of training, when it keeps the softmax out of saturation.'),
+        "s6_scaling_more": ' `{name}` ({kind}): mean peak weight {peak}, exact match {exact:.0%}.',
+        "s6_scaling_where": 'Measured on the same {n} fresh inputs; Compare shows the twins side by side.',
         "summary": (
             'From time steps to a unit with memory, from shared weights to an encoder–decoder, from its '
             'bottleneck to attention: each step answered the problem the previous one left.'),
     },
     "zh": {
         "title": '学习：从第一性原理到注意力',
+        "tour_prev": '上一节',
+        "tour_next": '下一节',
+        "tour_first": '第一节',
+        "tour_last": '最后一节',
+        "tour_where": '第 {k} 节，共 {n} 节',
         "language": '语言',
         "intro": (
             '原文分六步推进，每一步都由上一步的问题逼出来：把序列看作**时间步**上的取值；用带记忆的 '
@@ -377,8 +399,8 @@ TEXT: dict[str, dict] = {
         "s5": '5. 信息瓶颈',
         "s5_text": (
             '编码器-解码器能处理变长输入和顺序，却把整个输入压缩成一个固定长度的向量。输入越长，前面的信息被稀释得越厉害——长距离依赖丢失了。'
-            '这就是**信息瓶颈**。下图：两个大小完全相同的模型，都在长度 {lo}–{hi} 的反转任务上训练，一个有注意力、'
-            '一个没有，在每个长度上用 {samples} 个新输入评分（与 `python -m explorer eval` 的数字相同）'
+            '这就是**信息瓶颈**。下图：层大小相同（隐藏层 {hidden}）的反转模型，都在长度 {lo}–{hi} 的反转任务上训练，一个有注意力、'
+            '一个没有（参数量 {params}：注意力多出查询、键、值投影），在每个长度上用 {samples} 个新输入评分（与 `python -m explorer eval` 的数字相同）'
             '。'),
         "s5_none": '信息瓶颈曲线需要两个反转模型（有注意力和无注意力）：请放入或训练它们。',
         "s5_numbers": '在长度 {lengths} 上的完全正确率：',
@@ -424,6 +446,17 @@ TEXT: dict[str, dict] = {
         "s6_heat_y": '输出时间步 t',
         "s6_explore": '在“探索”页打开这一步',
         "s6_needs_attention": '这个模型没有注意力，请选择一个有注意力的模型。',
+        "s6_scaling": (
+            '**缩放改变了什么。** 分数 $e = q\\cdot k$ 是 $D$ 个乘积之和（这里 $D$ = {D}），所以它在各输入之间的'
+            '离散程度随维度按 $\\sqrt{{D}}$ 增长；分数相差很大时，softmax 几乎把全部权重给一个输入，梯度也几乎为零。'
+            '缩放点积除以 $\\sqrt{{D}}$ = {sqrtD:g}。随附的几个孪生模型用同样的方式在“反转”任务上训练，'
+            '训练后的结果是：`{dot}`（点积）：分数标准差 {dot_spread:.1f}，平均最大权重 {dot_peak:.3f}；'
+            '`{scaled}`（缩放点积）：分数标准差 {scaled_spread:.1f}，但除法之前的 $q\\cdot k$ 标准差为 '
+            '{scaled_raw:.1f}：训练把向量变长，直到选择和原来一样清晰（平均最大权重 {scaled_peak:.3f}）。'
+            '两者都学会了任务（完全匹配 {dot_exact:.0%} 和 {scaled_exact:.0%}）；缩放最重要的是训练刚开始时，'
+            '它让 softmax 不至于饱和。'),
+        "s6_scaling_more": ' `{name}`（{kind}）：平均最大权重 {peak}，完全匹配 {exact:.0%}。',
+        "s6_scaling_where": '在同样的 {n} 个新输入上测得；“比较”页把这些孪生模型并排展示。',
         "summary": (
             '从时间步到带记忆的单元，从参数共享到编码器-解码器，从信息瓶颈到注意力：每一步都回答了上一步留下的问题。'),
     },

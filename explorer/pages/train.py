@@ -1,7 +1,7 @@
 """The Train page: set up a task (or a TSV) and a model, train it in the background, watch it learn.
 
-The page only lays out widgets and figures: the job (`explorer.jobs`) trains in its own thread and the
-page reads a copy of its progress on every rerun. While a job runs, a fragment refreshes the live
+The page only lays out widgets and figures: the job (`explorer.jobs`) trains in a process of its own and
+the page reads a copy of its progress on every rerun. While a job runs, a fragment refreshes the live
 panel every two seconds, so the rest of the app stays usable and the page can be left and revisited.
 Session state keys start with `train_`.
 """
@@ -28,6 +28,7 @@ NEW_MODEL = ""  # "Start from": a new model (else the name of a session model to
 UNITS = {"auto": "as the data needs", "steps": "steps", "epochs": "epochs"}
 CELL_CHOICES = ("gru", "lstm", "rnn")
 REFRESH_SECONDS = 2.0  # the live panel's refresh while training (each refresh takes CPU from training)
+MAX_SCORED = 1000  # held-out pairs scored at most (greedy decoding of 1,000 short sentences: seconds on one core)
 LIMITS = jobs.LIMITS
 
 # Widget defaults per data source, from explorer/defaults.py (the CLI's too). Toy: the recipe's model with
@@ -174,7 +175,7 @@ def _start() -> None:
     ss.pop("train_error", None)
     try:
         old = current_job()
-        if old is not None and old.state == jobs.RUNNING:
+        if old is not None and old.state in (jobs.RUNNING, jobs.QUEUED):
             raise ExplorerError("a model is training: stop it first")
         model_options, cfg, epochs = _settings()
         models = common.session_models()
@@ -242,7 +243,7 @@ def _stop() -> None:
     job = current_job()
     if job is not None:
         job.stop()
-        job.join(timeout=5)  # usually well under a second: the current step and a last evaluation
+        job.join(timeout=15)  # usually about a second: the current step, a last evaluation, the state sent back
 
 
 def _continue() -> None:
@@ -270,12 +271,12 @@ def render() -> None:
     job = current_job()
     if job is not None:
         registry().touch(_session_id())
-    running = job is not None and job.state == jobs.RUNNING
+    running = job is not None and job.state in (jobs.RUNNING, jobs.QUEUED)
     st.title("Train")
     st.caption("Train a model here, live, and watch its attention go from a uniform blur to a sharp "
                "alignment. Training runs in the background: other pages stay usable, and you can come back.")
     if "train_error" in st.session_state:
-        st.error(st.session_state["train_error"], icon="⚠️")
+        st.error(st.session_state["train_error"], icon=":material/warning:")
 
     _take_upload()
     with st.expander("Set up a training run", expanded=job is None):
@@ -290,8 +291,10 @@ def render() -> None:
     with st.expander("Upload a checkpoint", expanded=st.session_state.get("train_upload") is not None):
         _upload_panel()
     reg = registry()
-    st.caption(f"Trainings running on this server: {reg.running()} of {reg.max_running}. A training stops "
-               "when its browser tab has been closed for a while.")
+    waiting = reg.waiting()
+    st.caption(f"Trainings running on this server: {reg.running()} of {reg.max_running}"
+               f"{f', {waiting} waiting' if waiting else ''}. Each trains in a process of its own; a training "
+               "stops when its browser tab has been closed for a while.")
 
 
 def _base_options() -> list[str]:
@@ -326,7 +329,7 @@ def _setup_panel(running: bool) -> None:
     try:
         base = _base_model()
     except ExplorerError as exc:
-        st.error(str(exc), icon="⚠️")
+        st.error(str(exc), icon=":material/warning:")
         base = None
     st.radio("Data", (TOY, TSV), key="train_source", horizontal=True, disabled=running or base is not None,
              on_change=lambda: _defaults(st.session_state["train_source"]))
@@ -439,14 +442,14 @@ def _tsv_report() -> None:
         corpus = common.cached(("train_tsv", upload.file_id),
                                lambda: load_tsv_bytes(upload.getvalue(), upload.name, LIMITS.max_tsv_bytes))
     except ExplorerError as exc:
-        st.error(f"This file cannot be used: {exc}", icon="⚠️")
+        st.error(f"This file cannot be used: {exc}", icon=":material/warning:")
         return
     skipped = len(corpus.problems) + corpus.problems_omitted
-    st.success(f"{len(corpus.pairs):,} sentence pairs", icon="✅")
+    st.success(f"{len(corpus.pairs):,} sentence pairs", icon=":material/check_circle:")
     if skipped:
         lines = "\n".join(f"- line {p.line}: {p.reason}" for p in corpus.problems[:5])
         more = f"\n- … and {skipped - 5:,} more" if skipped > 5 else ""
-        st.warning(f"{skipped:,} line{'s' if skipped != 1 else ''} skipped:\n{lines}{more}", icon="⚠️")
+        st.warning(f"{skipped:,} line{'s' if skipped != 1 else ''} skipped:\n{lines}{more}", icon=":material/warning:")
 
 
 def _live_panel() -> None:
@@ -457,7 +460,7 @@ def _live_panel() -> None:
         return
     registry().touch(_session_id())
     view = job.view()
-    if view.running:
+    if view.running or view.queued:
         ss["train_was_running"] = True
     elif ss.get("train_was_running"):
         ss["train_was_running"] = False
@@ -466,6 +469,13 @@ def _live_panel() -> None:
         st.rerun()  # the whole page: settings enabled again, continue/download shown
 
     st.subheader(f"Training {view.name}")
+    if view.queued:
+        top, stop = st.columns([6, 1], vertical_alignment="bottom")
+        top.info(f"Waiting for a free training slot: {_ordinal(view.queue_place)} in the queue. Every slot "
+                 "is busy with another training; this one starts as soon as one ends.", icon="⏳")
+        stop.button("Stop", key="train_stop", icon=":material/stop:", on_click=_stop, width="stretch",
+                    help="leave the queue")
+        return
     last = view.last_eval
     if view.running:
         text = (f"Step {view.step:,} of {view.run_end:,} · {_fmt_seconds(view.elapsed)} elapsed · "
@@ -481,7 +491,7 @@ def _live_panel() -> None:
         stop.button("Stop", key="train_stop", icon=":material/stop:", on_click=_stop, width="stretch",
                     help="stop now and keep the model as it is")
     if view.state == jobs.FAILED:
-        st.error(f"Training failed: {view.message}", icon="🛑")
+        st.error(f"Training failed: {view.message}", icon=":material/error:")
 
     m = st.columns(4)
     m[0].metric("Training loss", f"{view.steps[-1].loss:.4f}" if view.steps else "–")
@@ -494,9 +504,9 @@ def _live_panel() -> None:
     job_key = (job.name, job.created)
     n_evals = len(view.evals)
     left, right = st.columns(2)
-    left.plotly_chart(_figure(("loss", job_key, len(view.steps), n_evals), lambda: loss_figure(view.steps, view.evals)),
+    common.chart(left, _figure(("loss", job_key, len(view.steps), n_evals), lambda: loss_figure(view.steps, view.evals)),
                       key="train_loss_chart", width="stretch")
-    right.plotly_chart(_figure(("accuracy", job_key, n_evals, view.target_accuracy),
+    common.chart(right, _figure(("accuracy", job_key, n_evals, view.target_accuracy),
                                lambda: accuracy_figure(view.evals, view.target_accuracy)),
                        key="train_accuracy_chart", width="stretch")
     left, right = st.columns(2)
@@ -504,10 +514,16 @@ def _live_panel() -> None:
         _scrubber(view, job_key)
     with right:
         if any(r.valid_alignment is not None for r in view.evals):
-            st.plotly_chart(_figure(("alignment", job_key, n_evals), lambda: alignment_figure(view.evals)),
+            common.chart(st, _figure(("alignment", job_key, n_evals), lambda: alignment_figure(view.evals)),
                             key="train_alignment_chart", width="stretch")
             st.caption("Alignment accuracy: the share of output steps whose strongest attention weight is on a "
                        "true source position. It rises as attention sharpens.")
+
+
+def _ordinal(place: int | None) -> str:
+    if place is None:
+        return "next"
+    return {1: "next", 2: "second"}.get(place, f"number {place}")
 
 
 def _scrubber(view: jobs.JobView, job_key: tuple) -> None:
@@ -535,7 +551,7 @@ def _scrubber(view: jobs.JobView, job_key: tuple) -> None:
         return
     title = f"Probe at step {frame.step:,}"
     figure = _figure(("probe", job_key, frame.step, id(trace)), lambda: attention_heatmap(trace, title=title))
-    st.plotly_chart(figure, key="train_probe_chart", width="stretch")
+    common.chart(st, figure, key="train_probe_chart", width="stretch")
 
 
 def _model_panel(job: jobs.TrainingJob, running: bool) -> None:
@@ -549,7 +565,7 @@ def _model_panel(job: jobs.TrainingJob, running: bool) -> None:
         if a.button("Open in Explore", key="train_open_explore", icon=":material/search:", width="stretch"):
             _open_in_explore(job)
         with b:
-            st.download_button("Download checkpoint", icon=":material/download:", data=lambda: checkpoint.to_bytes(job.snapshot()),
+            st.download_button("Download checkpoint", icon=":material/download:", data=job.checkpoint_bytes,
                                file_name=f"{job.name}{checkpoint.SUFFIX}", mime="application/octet-stream",
                                key="train_download", on_click="ignore", width="stretch",
                                disabled=job.snapshot() is None,
@@ -582,21 +598,24 @@ def _verdict(job: jobs.TrainingJob) -> None:
 
 def _held_out_scores(job: jobs.TrainingJob) -> None:
     """BLEU and chrF (sacrebleu, default settings) beside exact match, on the held-out pairs of the file."""
-    from explorer.scores import translation_scores
+    from explorer.evaluation import score_pairs
     snapshot = job.snapshot()
     if snapshot is None or snapshot.kind != "translation" or not job.held_out:
         return
     try:
         scores = common.cached(("train_scores", job.name, job.created, job.step),
-                               lambda: translation_scores(snapshot, job.held_out))
+                               lambda: score_pairs(snapshot, job.held_out, limit=MAX_SCORED))
     except ExplorerError as exc:
         st.info(f"No held-out score: {exc}")
+        return
+    if not scores["n"]:
+        st.info("No held-out score: no held-out pair fits this model")
         return
     m = st.columns(4)
     m[0].metric("Held-out pairs", f"{scores['n']:,}")
     m[1].metric("Exact match", f"{100 * scores['exact_match']:.1f}%")
-    m[2].metric("BLEU", f"{scores['bleu']:.1f}", help=f"sacrebleu corpus BLEU, cased, tokenize '{scores['tokenize']}'")
-    m[3].metric("chrF", f"{scores['chrf']:.1f}", help="sacrebleu chrF: character n-gram F-score, cased")
+    m[2].metric("BLEU", f"{scores['bleu']:.1f}", help=f"sacrebleu corpus BLEU ({scores['bleu_signature']})")
+    m[3].metric("chrF", f"{scores['chrf']:.1f}", help=f"sacrebleu chrF, character n-gram F-score ({scores['chrf_signature']})")
 
 
 def _open_in_explore(job: jobs.TrainingJob) -> None:
@@ -617,7 +636,7 @@ def _upload_panel() -> None:
         return
     _take_upload()
     kind, message = ss["train_uploaded"][upload.file_id]
-    (st.success if kind == "ok" else st.error)(message, icon="✅" if kind == "ok" else "⚠️")
+    (st.success if kind == "ok" else st.error)(message, icon=":material/check_circle:" if kind == "ok" else ":material/warning:")
 
 
 def _take_upload() -> None:
