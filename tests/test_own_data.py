@@ -181,3 +181,25 @@ def test_a_file_of_other_words_is_refused_with_the_reason(pig):
         further_job(bundle, "pig-more", TrainConfig(steps=3), tsv=french)
     with pytest.raises(ExplorerError, match="upload a TSV file"):
         further_job(bundle, "pig-more", TrainConfig(steps=3))
+
+
+# --- examples for a checkpoint saved without them (the shipped translation models) ------------------------
+
+def test_add_examples_gives_an_old_checkpoint_its_own_held_out_pairs_and_keeps_its_weights(pig, tmp_path):
+    from scripts.add_examples import main as add_examples
+    bundle, _, held_out = pig
+    old = checkpoint.from_bytes(checkpoint.to_bytes(bundle), "old")
+    old.examples, old.training = (), {"valid_fraction": defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"],
+                                      "seed": 0}
+    checkpoint.save(old, tmp_path / "old", half=True)
+    (tmp_path / "pairs.tsv").write_bytes(tsv())
+    assert add_examples(["--checkpoint", str(tmp_path / "old"), "--data", str(tmp_path / "pairs.tsv"),
+                         "--out", str(tmp_path / "new")]) == 0
+    new, before = checkpoint.load(tmp_path / "new"), checkpoint.load(tmp_path / "old")
+    assert new.examples == bundle.examples and set(new.examples) <= set(held_out)
+    assert all(torch.equal(new.model.state_dict()[k], v) for k, v in before.model.state_dict().items())
+    from safetensors import safe_open
+    with safe_open(str(tmp_path / "new.safetensors"), framework="pt") as f:
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}  # written as it was: float16
+    assert add_examples(["--checkpoint", str(tmp_path / "old"), "--data", str(tmp_path / "pairs.tsv"),
+                         "--out", "pretrained/old"]) == 2  # never into the shipped folder
