@@ -333,6 +333,23 @@ def test_continue_stops_at_the_target_when_stop_at_target_is_on():
     assert job(at).step < 20 + 3000
 
 
+def test_a_run_still_improving_at_its_end_is_called_undertrained_and_continue_trains_on():
+    """Issue 26: the page says plainly when a finished model is undertrained and points at Continue."""
+    at = train_page()
+    set_tiny(at, steps=60)  # stopped while validation still climbs (40-60 steps)
+    at.button(key="train_start").click().run()
+    run_until(at, lambda: job(at).state != jobs.RUNNING, timeout=120)
+    evals = job(at).view().evals
+    rise = evals[-1].valid_token - max(e.valid_token for e in evals if e.step <= 0.75 * evals[-1].step)
+    warned = [w.value for w in at.warning if "Undertrained" in w.value]
+    assert (rise >= 0.01) == bool(warned), (rise, warned)  # the page's verdict is the rule's, on these numbers
+    assert warned and "Continue training" in warned[0], [(e.step, e.valid_token, e.train_exact, e.valid_exact) for e in evals]
+    at.number_input(key="train_more_steps").set_value(20).run()
+    at.button(key="train_continue").click().run()
+    run_until(at, lambda: job(at).state != jobs.RUNNING, timeout=120)
+    assert job(at).step == 80
+
+
 def test_a_refused_continue_leaves_the_model_as_it_was():
     at = train_page()
     set_tiny(at, steps=10)
