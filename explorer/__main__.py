@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from . import defaults
 from .cli_checks import check_args
 from .errors import ExplorerError
-from .progress import ConsoleProgress
+from .progress import ConsoleProgress, fmt_seconds
 
 if TYPE_CHECKING:  # torch is imported by the commands that need it (startup time)
     import torch
@@ -176,6 +176,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--split", choices=("all", "valid"), default="all",
                    help="translation: score the whole file, or only the held-out split the model was trained beside")
     e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (by default, with --data: a line every few seconds, a bar on a terminal)")
 
     r = command("trace", "decode one input and print every intermediate", epilog=COUNTING)
     r.add_argument("--checkpoint", required=True, help=_checkpoint_help())
@@ -297,8 +299,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.samples is not None and args.samples < 1:
         raise ExplorerError("--samples must be at least 1")
     samples = args.samples if args.samples is not None else (None if args.data else 1000)
+    progress = ConsoleProgress(quiet=args.quiet)
     report = evaluate_checkpoint(bundle, samples=samples, min_len=args.min_len, max_len=args.max_len,
-                                 seed=args.seed, data=args.data, beam=args.beam, split=args.split)
+                                 seed=args.seed, data=args.data, beam=args.beam, split=args.split,
+                                 on_progress=lambda done, total: progress.on_count(done, total, "pairs"))
+    if args.data is not None and progress.started is not None:
+        progress.message(f"done: {report['n']:,} pairs scored in {fmt_seconds(progress.clock() - progress.started)}")
     if args.json:
         print(json.dumps(report))
     else:

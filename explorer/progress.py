@@ -54,25 +54,40 @@ class ConsoleProgress:
         self._write(text + "\n")
 
     def _status(self, p: Any, now: float) -> str:
-        elapsed = now - (self.started or now)
+        elapsed = now - (self.started if self.started is not None else now)
         done = p.step - self.first_step
         eta = elapsed / done * (p.total_steps - p.step) if done > 0 else None
         return (f"step {p.step:,}/{p.total_steps:,}  loss {p.loss:.4f}  {p.examples_per_second:,.0f} ex/s  "
                 f"elapsed {fmt_seconds(elapsed)}  ETA {fmt_seconds(eta)}")
 
     def on_step(self, p: Any) -> None:
+        self._tick(p.step, p.total_steps, lambda now: self._status(p, now))
+
+    def on_count(self, done: int, total: int, what: str = "pairs") -> None:
+        """Progress of a job counted in items, e.g. `eval` translating a file's pairs (call it with 0 first:
+        the clock starts there)."""
+        def status(now: float) -> str:
+            elapsed = now - (self.started if self.started is not None else now)
+            rate = done / elapsed if elapsed > 0 else 0.0
+            eta = elapsed / done * (total - done) if done > 0 else None
+            return (f"{what} {done:,}/{total:,}  {rate:,.0f} {what}/s  elapsed {fmt_seconds(elapsed)}  "
+                    f"ETA {fmt_seconds(eta)}")
+        self._tick(done, total, status)
+
+    def _tick(self, position: int, total: int, status: Callable[[float], str]) -> None:
+        """A bar (at most every BAR_SECONDS) or a line (every line_seconds) at `position` of `total`."""
         if self.quiet:
             return
         now = self.clock()
         if self.started is None:
-            self.started, self.first_step, self._last_print = now, p.step, now  # the pace from here on
+            self.started, self.first_step, self._last_print = now, position, now  # the pace from here on
         if self.bar:
-            if now - self._last_print >= BAR_SECONDS or p.step >= p.total_steps:
-                filled = round(BAR_WIDTH * min(1.0, p.step / max(1, p.total_steps)))
-                self._write(f"\r\033[K[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self._status(p, now)}")
+            if now - self._last_print >= BAR_SECONDS or position >= total:
+                filled = round(BAR_WIDTH * min(1.0, position / max(1, total)))
+                self._write(f"\r\033[K[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {status(now)}")
                 self._bar_shown, self._last_print = True, now
         elif now - self._last_print >= self.line_seconds:
-            self._line(self._status(p, now))
+            self._line(status(now))
             self._last_print = now
 
     def on_eval(self, p: Any) -> None:

@@ -464,3 +464,35 @@ def test_default_processes_fall_back_to_one_where_ranks_cannot_be_forked(tmp_pat
     assert main(["train", "--task", "reverse", "--steps", "3", "--processes", "2", "--quiet",
                  "--out", str(tmp_path / "two")]) == 2
     assert "one thread" in capsys.readouterr().err
+
+
+def test_counted_progress_reports_items_rate_and_eta():
+    import io
+
+    from explorer.progress import ConsoleProgress
+    clock, out = FakeClock(), io.StringIO()
+    progress = ConsoleProgress(stream=out, bar=False, clock=clock)
+    for done in range(0, 641, 64):  # 64 pairs every 2 s: 20 s in all
+        clock.now = done / 32
+        progress.on_count(done, 640, "pairs")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "pairs 192/640  32 pairs/s  elapsed 6s  ETA 14s", lines
+    assert 3 <= len(lines) <= 4
+
+
+def test_eval_of_a_file_shows_progress_and_a_summary_and_quiet_shows_none(tmp_path, capsys):
+    """Issue 26: a long CLI job (eval --data decodes every pair) reports on stderr; --quiet keeps it silent."""
+    from explorer import checkpoint
+    from explorer.recipes import translation_setup
+    from tests import pig_latin
+    data = tmp_path / "pig.tsv"
+    data.write_text("".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(100)), encoding="utf-8")
+    bundle, _, _ = translation_setup(str(data), "pig", {"embed": 8, "hidden": 16, "attn_dim": 8})
+    checkpoint.save(bundle, tmp_path / "pig")
+    assert main(["eval", "--checkpoint", str(tmp_path / "pig"), "--data", str(data), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["n"] == 100
+    assert err.splitlines()[-1].startswith("done: 100 pairs scored in "), err
+    assert main(["eval", "--checkpoint", str(tmp_path / "pig"), "--data", str(data), "--json", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and json.loads(out)["n"] == 100
