@@ -390,6 +390,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         print("error: out of memory: try a smaller model, batch, beam or file", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`| head`): what it wanted was written; not an error
+        try:
+            sys.stdout = open(os.devnull, "w")  # so the interpreter's last flush does not complain
+        except OSError:
+            pass
+        return 0
     except OSError as exc:  # the system refused (disk full, permissions): the user's to fix, not a bug
         where = f" ({str(exc.filename)[:120]})" if exc.filename else ""
         print(f"error: {exc.strerror or type(exc).__name__}{where}", file=sys.stderr)
@@ -397,8 +403,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
     except Exception as exc:  # a bug, not bad input: still one line, never a traceback
         print(f"error: internal error ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})",
               file=sys.stderr)

@@ -496,3 +496,16 @@ def test_eval_of_a_file_shows_progress_and_a_summary_and_quiet_shows_none(tmp_pa
     assert main(["eval", "--checkpoint", str(tmp_path / "pig"), "--data", str(data), "--json", "--quiet"]) == 0
     out, err = capsys.readouterr()
     assert err == "" and json.loads(out)["n"] == 100
+
+
+def test_output_cut_short_by_its_reader_is_not_an_error():
+    """`explorer translate … | head -1` printed "error: Broken pipe" and exited 2: the OSError handler caught
+    BrokenPipeError before its own handler could."""
+    proc = subprocess.Popen([sys.executable, "-m", "explorer", "translate", "--checkpoint", "reverse"], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdin.write(b"1234\n" * 20_000)
+    proc.stdin.close()
+    assert proc.stdout.readline() == b"4321\n"
+    proc.stdout.close()  # the reader goes away after its first line, as `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(120) == 0 and err == "", err
