@@ -36,11 +36,17 @@ def peak(argv: list[str]) -> tuple[int, int, str]:
     return int(rc), int(rss) // 1024, line
 
 
-def main() -> None:
-    folder = Path(tempfile.mkdtemp(prefix="reliability-peak-"))
+def deep_header(folder: Path) -> Path:
+    """The worst case: a 14 MB safetensors header of JSON nested 7,000,000 levels deep."""
     deep = folder / "deep.safetensors"
     header = (b'{"__metadata__":{"explorer":"{}"},"x":' + b"[" * 7_000_000 + b"]" * 7_000_000 + b"}")
     deep.write_bytes(len(header).to_bytes(8, "little") + header)
+    return deep
+
+
+def main() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="reliability-peak-"))
+    deep = deep_header(folder)
     fifo = folder / "x.safetensors"
     os.mkfifo(fifo)
     big = folder / "big.tsv"

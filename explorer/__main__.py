@@ -315,6 +315,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from . import checkpoint
+    from .lengths import cut_note
     from .trace import Intervention, trace
     bundle = checkpoint.load(args.checkpoint)
     pins = tuple((t, _from_one(int(v), "--pin position")) for t, v in  # cli_checks: whole numbers
@@ -325,6 +326,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     tr = trace(bundle, args.input, intervention, target=args.target)
     if tr.unknown_tokens:
         print(f"warning: unknown tokens shown as <unk>: {' '.join(tr.unknown_tokens)}", file=sys.stderr)
+    cut = None if args.target is not None else cut_note(bundle, len(tr.source_tokens), tr.output_tokens)
+    if cut:
+        print(f"note: {cut}", file=sys.stderr)
     if args.json:
         print(tr.to_json())
     else:
@@ -340,21 +344,26 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from . import checkpoint
-    from .evaluation import translate_text
+    from .evaluation import translate_one
     bundle = checkpoint.load(args.checkpoint)
     if args.input is not None:
-        text, unknown = translate_text(bundle, args.input, beam=args.beam)
-        if unknown:
-            print(f"warning: unknown words: {' '.join(unknown)}", file=sys.stderr)
-        print(text)
+        done = translate_one(bundle, args.input, beam=args.beam)
+        if done.unknown:
+            print(f"warning: unknown words: {' '.join(done.unknown)}", file=sys.stderr)
+        if done.cut:
+            print(f"note: {done.cut}", file=sys.stderr)
+        print(done.text)
         return 0
     status = 0
     for number, line in enumerate(sys.stdin, start=1):
         line = line.rstrip("\n").rstrip("\r")
         try:
-            text, unknown = translate_text(bundle, line, beam=args.beam)
-            if unknown:
-                print(f"line {number}: warning: unknown words: {' '.join(unknown)}", file=sys.stderr)
+            done = translate_one(bundle, line, beam=args.beam)
+            text = done.text
+            if done.unknown:
+                print(f"line {number}: warning: unknown words: {' '.join(done.unknown)}", file=sys.stderr)
+            if done.cut:
+                print(f"line {number}: note: {done.cut}", file=sys.stderr)
         except ExplorerError as exc:
             print(f"line {number}: {exc}", file=sys.stderr)
             text = ""

@@ -36,18 +36,22 @@ def batch_sources(sequences: Sequence[Sequence[int]], device: torch.device | Non
     return src.to(device), lengths.to(device)
 
 
-def decode(model: Seq2Seq, memory: Memory, max_len: int, *, target: Tensor | None = None,
+def decode(model: Seq2Seq, memory: Memory, max_len: int | Sequence[int], *, target: Tensor | None = None,
            forced: Mapping[int, int] | None = None, controls: Mapping[int, Control] | None = None,
            default_control: Control | None = None, keep_steps: bool = False) -> Decoded:
     """Greedy decoding from <sos>; `target` (B, T) teacher-forces the fed tokens, `forced` {t: id} overrides
     the chosen token at step t, `controls` {t: Control} applies an intervention at step t.
 
+    `max_len` caps the steps (<eos> included), one number for the batch or one per row
+    (explorer/lengths.py: what a user expects of each input); a row at its cap stops without <eos>.
     With a target, the chosen tokens are the target's (so the trace analyses an output the model
     may not have chosen) and decoding runs exactly T steps.
     """
     B = memory.h.shape[0]
     device = memory.h.device
-    steps_total = target.shape[1] if target is not None else max_len
+    caps = torch.as_tensor(max_len, dtype=torch.long).expand(B)  # on the CPU: read here without a device sync
+    steps_total = target.shape[1] if target is not None else int(caps.max())
+    caps = caps.to(device)
     y = torch.full((B,), SOS_ID, dtype=torch.long, device=device)
     state, c = memory.s0, model.initial_context(B, device)
     finished = torch.zeros(B, dtype=torch.bool, device=device)
@@ -68,7 +72,10 @@ def decode(model: Seq2Seq, memory: Memory, max_len: int, *, target: Tensor | Non
             weights.append(step.weights)
         if keep_steps:
             kept.append(step)
-        newly = ~finished & (choice == EOS_ID)
+        ended = choice == EOS_ID
+        if target is None:
+            ended = ended | (caps <= t + 1)  # the row's last allowed step
+        newly = ~finished & ended
         lengths = torch.where(newly, torch.full_like(lengths, t + 1), lengths)
         finished = finished | newly
         state, c, y = step.state, step.context, choice
@@ -79,14 +86,15 @@ def decode(model: Seq2Seq, memory: Memory, max_len: int, *, target: Tensor | Non
 
 
 @torch.inference_mode()
-def greedy_batch(model: Seq2Seq, sources: Sequence[Sequence[int]], max_len: int | None = None,
+def greedy_batch(model: Seq2Seq, sources: Sequence[Sequence[int]], max_len: int | Sequence[int] | None = None,
                  device: torch.device | None = None) -> Decoded:
     """Greedy outputs for many inputs at once (evaluation); padding is masked, so each equals its lone decode.
+    `max_len`: the cap for all rows or each row's (lengths.output_caps); default the model's max_tgt_len.
 
     The inputs go to `device`, by default the model's (evaluation during training on a GPU)."""
     src, lengths = batch_sources(sources, device if device is not None else model_device(model))
     memory = model.encode(src, lengths)
-    return decode(model, memory, max_len or model.cfg.max_tgt_len)
+    return decode(model, memory, model.cfg.max_tgt_len if max_len is None else max_len)
 
 
 def strip_output(ids: Sequence[int]) -> list[int]:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from .bundle import ModelBundle
 from .decoding import batch_sources, beam_search, greedy_batch, strip_output
 from .errors import ExplorerError
+from .lengths import cut_note, output_cap, output_caps
 from .limits import check_beam, check_lengths, check_samples
 from .tasks import make_task
 from .train import Pair, evaluate
-from .vocab import EOS_ID
 
 
 def task_pairs(bundle: ModelBundle, samples: int, seed: int, min_len: int | None = None,
@@ -47,21 +47,44 @@ def accuracy_by_length(bundle: ModelBundle, lengths: Sequence[int], samples: int
     return rows
 
 
-def translate_ids(bundle: ModelBundle, sources: Sequence[Sequence[int]], beam: int = 1) -> list[list[int]]:
-    """Output ids (without <eos>) for many inputs: batched greedy, or beam search one by one."""
+def decoded_ids(bundle: ModelBundle, sources: Sequence[Sequence[int]], beam: int = 1) -> list[list[int]]:
+    """Output ids for many inputs, <eos> kept where the model wrote it: batched greedy, or beam search one by
+    one; both stop at each input's cap (explorer/lengths.py)."""
     check_beam(beam)
     if beam <= 1:
-        out = greedy_batch(bundle.model, sources)
-        return [strip_output(row) for row in out.ids.tolist()]
-    return [list(beam_search(bundle.model, s, beam)[0].ids[:-1]) if s else [] for s in sources]
+        out = greedy_batch(bundle.model, sources, max_len=output_caps(bundle, sources))
+        return [row[:n] for row, n in zip(out.ids.tolist(), out.lengths.tolist())]
+    return [list(beam_search(bundle.model, s, beam, output_cap(bundle, len(s)).steps)[0].ids) if s else []
+            for s in sources]
+
+
+def translate_ids(bundle: ModelBundle, sources: Sequence[Sequence[int]], beam: int = 1) -> list[list[int]]:
+    """Output ids (without <eos>) for many inputs (see decoded_ids)."""
+    return [strip_output(ids) for ids in decoded_ids(bundle, sources, beam)]
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One input's output text, the input words the vocabulary lacks (shown as <unk>), and a note when
+    decoding stopped at its length cap without <eos> (else None)."""
+
+    text: str
+    unknown: tuple[str, ...]
+    cut: str | None
+
+
+def translate_one(bundle: ModelBundle, text: str, beam: int = 1) -> Translation:
+    """Decode one input (any model: toy task or translation) as the CLI's `translate` prints it."""
+    prepared = bundle.prepare(text)
+    ids = decoded_ids(bundle, [prepared.ids], beam)[0]
+    cut = cut_note(bundle, len(prepared.ids), bundle.tgt_vocab.decode(ids))
+    return Translation(bundle.detokenize_target(bundle.tgt_vocab.decode(strip_output(ids))), prepared.unknown, cut)
 
 
 def translate_text(bundle: ModelBundle, text: str, beam: int = 1) -> tuple[str, tuple[str, ...]]:
     """Translate one sentence; returns the text and the unknown input words (shown as <unk>)."""
-    prepared = bundle.prepare(text)
-    ids = translate_ids(bundle, [prepared.ids], beam)[0]
-    ids = [i for i in ids if i != EOS_ID]
-    return bundle.detokenize_target(bundle.tgt_vocab.decode(ids)), prepared.unknown
+    done = translate_one(bundle, text, beam)
+    return done.text, done.unknown
 
 
 def evaluate_checkpoint(bundle: ModelBundle, samples: int | None = 1000, min_len: int | None = None,

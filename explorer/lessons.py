@@ -234,6 +234,7 @@ def run_or_explain(bundle: ModelBundle, text: str) -> EncoderRun:
     unshared RNN itself ("has weights for 6 positions only").
     """
     from .decoding import greedy_batch, strip_output
+    from .lengths import output_caps
     tokens = bundle.tokenize_source(text)
     if not tokens:
         raise ExplorerError("the input is empty: type some symbols")
@@ -247,7 +248,7 @@ def run_or_explain(bundle: ModelBundle, text: str) -> EncoderRun:
             src = torch.tensor([ids], dtype=torch.long)
             model = bundle.model
             model.encoder(src, torch.tensor([len(ids)]))  # the unshared RNN raises here for unseen positions
-            out = greedy_batch(model, [ids])
+            out = greedy_batch(model, [ids], max_len=output_caps(bundle, [ids]))
     except ExplorerError as exc:
         limit = bundle.model.cfg.max_src_len if bundle.model.cfg.cell == "unshared" else None
         return EncoderRun(bundle.name, text, len(tokens), None, None, str(exc),

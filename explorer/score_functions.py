@@ -19,6 +19,7 @@ import torch
 
 from .bundle import ModelBundle
 from .decoding import batch_sources, decode
+from .lengths import output_caps
 from .devices import model_device
 from .errors import ExplorerError
 
@@ -71,7 +72,7 @@ def sharpness(bundle: ModelBundle, sources: Sequence[Sequence[str]]) -> Sharpnes
     ids = [bundle.src_vocab.encode(list(s)) for s in sources]
     src, lengths = batch_sources(ids, model_device(model))
     memory = model.encode(src, lengths)
-    out = decode(model, memory, model.cfg.max_tgt_len, keep_steps=True)
+    out = decode(model, memory, output_caps(bundle, ids), keep_steps=True)  # each input's cap, as the trace's
     truth = [bundle.ground_truth(tuple(s)) for s in sources]
     right = 0
     for b, example in enumerate(truth):

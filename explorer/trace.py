@@ -19,6 +19,7 @@ from .bundle import ModelBundle, Prepared
 from .decoding import decode
 from .devices import model_device
 from .errors import ExplorerError
+from .lengths import output_cap
 from .model import Control
 from .subwords import MARK, pieces_text
 from .tasks import alignment_hits, alignment_matrix
@@ -207,7 +208,7 @@ def trace(bundle: ModelBundle, source: str | Prepared, intervention: Interventio
     if target is not None:
         tgt_prepared = bundle.prepare_target(target) if isinstance(target, str) else target
         tgt = torch.tensor([tgt_prepared.ids], dtype=torch.long, device=device)
-    max_len = model.cfg.max_tgt_len
+    max_len = output_cap(bundle, len(prepared.ids)).steps  # what the task or the source length allows
     default, per_step = _controls(intervention, len(prepared.ids), max_len if tgt is None else tgt.shape[1], device)
     forced = {}
     for t, token in intervention.forced:

@@ -18,6 +18,7 @@ import pandas as pd
 from .bundle import ModelBundle, Prepared
 from .decoding import BeamRecord, Candidate, beam_record
 from .errors import ExplorerError
+from .lengths import output_cap
 from .limits import MAX_BEAM_WIDTH
 from .trace import Intervention, Trace, trace
 from .vocab import EOS, UNK
@@ -33,6 +34,25 @@ TRANSLATION_EXAMPLES: tuple[str, ...] = (
     "I do not know.", "Come here.", "This is my house.", "They are happy.", "I want to go home.",
     "The cat is black.",
 )
+
+
+@dataclass(frozen=True)
+class Demo:
+    """A one-click what-if on a shipped model, chosen because it visibly changes the output (measured on the
+    shipped checkpoints: on `reverse` no temperature changes anything, its scores differ by tens)."""
+
+    model: str
+    text: str
+    temperature: float
+    look_at: str
+
+
+# eng-fra on the second example: at τ = 2-5 nothing changes; at τ = 10 each row of α is spread nearly evenly
+# over the sentence, the decoder reads a blur of all its words and the translation changes.
+TEMPERATURE_DEMO = Demo("eng-fra", "I have a red car.", 10.0,
+                        "Each row of the changed α is spread almost evenly over the words: the decoder reads a "
+                        "blur of the whole sentence instead of the word it needs, and the translation changes "
+                        "from the step outlined in red.")
 
 
 @dataclass(frozen=True)
@@ -121,6 +141,32 @@ def intervention_from_query(params: dict[str, str | None]) -> Intervention:
     return Intervention(temperature=temperature, masked=masked, pins=pins, forced=forced)
 
 
+def check_intervention(bundle: ModelBundle, request: "Request") -> None:
+    """The what-if's positions and steps against this input, in the page's and the URL's counting (x1.., step
+    1..); ExplorerError naming the first that does not fit. `trace` checks the same ranges again (0-based, as
+    the CLI and the Intervention count)."""
+    iv = request.intervention
+    if iv.is_identity:
+        return
+    prepared = bundle.prepare(request.text)
+    S = len(prepared.ids)
+    if request.mode == "teacher" and request.target.strip():
+        steps = len(bundle.prepare_target(request.target).ids)
+    else:
+        steps = output_cap(bundle, S).steps
+    for i in iv.masked:
+        if not 0 <= i < S:
+            raise ExplorerError(f"the what-if masks x{i + 1}, but the input has x1–x{S}")
+    for t, i in iv.pins:
+        if not 0 <= i < S:
+            raise ExplorerError(f"the what-if pins attention to x{i + 1}, but the input has x1–x{S}")
+        if not 0 <= t < steps:
+            raise ExplorerError(f"the what-if pins step {t + 1}, but decoding has steps 1–{steps}")
+    for t, _ in iv.forced:
+        if not 0 <= t < steps:
+            raise ExplorerError(f"the what-if forces a token at step {t + 1}, but decoding has steps 1–{steps}")
+
+
 # --- inputs --------------------------------------------------------------------------------------
 
 EXAMPLES_SHOWN = 8  # of a model's own held-out pairs, offered as examples (Random draws from all of them)
@@ -180,7 +226,8 @@ def beam_tree(bundle: ModelBundle, text: str, width: int) -> BeamRecord:
     (ExplorerError for bad input or width). The candidate table and the beam tree both read it."""
     if not 1 <= width <= MAX_BEAM_WIDTH:
         raise ExplorerError(f"beam width must be 1–{MAX_BEAM_WIDTH}")
-    return beam_record(bundle.model, bundle.prepare(text).ids, width)
+    ids = bundle.prepare(text).ids
+    return beam_record(bundle.model, ids, width, output_cap(bundle, len(ids)).steps)
 
 
 def candidates(bundle: ModelBundle, text: str, width: int) -> list[Candidate]:
@@ -255,16 +302,18 @@ def shown_token(tr: Trace, token: str) -> str:
 
 
 def lookup_table(tr: Trace, t: int) -> pd.DataFrame:
-    """Step t's "database lookup": one row per input position i with x_i, k_i, e_ti, α_ti, v_i.
+    """Step t's "database lookup": one row per input position i with x_i, k_i, e_ti, α_ti, v_i (a position a
+    what-if hid from attention says "(masked)").
 
     Indices in the table are 1-based like the seed's x_1..x_m; vectors are lists of floats."""
     _check_step(tr, t)
     if not tr.has_attention:
         raise ExplorerError("this model has no attention: there is no lookup table")
     S = len(tr.source_tokens)
+    masked = set(tr.intervention.masked)
     frame = pd.DataFrame({
         "i": np.arange(1, S + 1),
-        "token": [shown_token(tr, x) for x in tr.source_tokens],
+        "token": [shown_token(tr, x) + (" (masked)" if i in masked else "") for i, x in enumerate(tr.source_tokens)],
         "key k_i": [row.astype(float).tolist() for row in tr.keys],
         "score e_ti": tr.scores[t].astype(float),
         "weight α_ti": tr.weights[t].astype(float),

@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/streamlit run app.py "$@"
+# `streamlit run app.py` with room for long addresses (explorer/serve.py: a 100 KB ?input= link got a blank page)
+exec .venv/bin/python -m explorer.serve "$@"

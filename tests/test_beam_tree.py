@@ -10,6 +10,7 @@ from explorer import views
 from explorer.bundle import ModelBundle
 from explorer.decoding import BeamRecord, beam_record, beam_search
 from explorer.figures.beam import beam_tree_figure, tree_layout
+from explorer.lengths import output_cap
 from explorer.trace import trace
 from explorer.vocab import EOS_ID
 
@@ -79,7 +80,8 @@ def test_the_tree_of_random_models_is_what_the_search_kept(random_attention_bund
 def test_a_width_one_tree_is_greedy_decoding(random_bundle, trained_copy):
     for bundle in (random_bundle, trained_copy.bundle):
         for text in ("1234", "98765"):
-            record = beam_record(bundle.model, bundle.prepare(text).ids, 1)
+            ids = bundle.prepare(text).ids
+            record = beam_record(bundle.model, ids, 1, output_cap(bundle, len(ids)).steps)  # the trace's cap
             greedy = trace(bundle, text)
             assert [n.token for n in record.nodes] == greedy.output_ids.tolist()
             assert [n.parent for n in record.nodes] == list(range(-1, len(record.nodes) - 1))

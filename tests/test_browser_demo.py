@@ -49,6 +49,19 @@ CLIPPED_TABLES = """() => Array.from(document.querySelectorAll('[data-testid="st
 SIDEWAYS = """() => { const m = document.querySelector('[data-testid="stMain"]');
   return Math.max(m.scrollWidth - m.clientWidth, document.documentElement.scrollWidth - document.documentElement.clientWidth); }"""
 
+# Explore's step buttons whose label or icon does not fit: the label's box narrower than its text (at
+# 1024 px in presenter mode the key hints squeezed "Play" to "P" and the first/last icons to nothing), or a
+# key hint or icon outside its button.
+SQUEEZED_BUTTONS = """() => ['first', 'prev', 'play', 'next', 'last'].flatMap(k => {
+  const b = document.querySelector('.st-key-explore_' + k + ' button'); if (!b) return [];
+  const r = b.getBoundingClientRect(), out = [];
+  const label = b.querySelector('[data-testid="stMarkdownContainer"]');
+  if (label && (label.clientWidth < 1 || label.scrollWidth > label.clientWidth + 1))
+    out.push(`${k}: its label shows ${label.clientWidth} of ${label.scrollWidth} px`);
+  b.querySelectorAll('kbd, [data-testid="stIconMaterial"]').forEach(e => { const q = e.getBoundingClientRect();
+    if (q.width < 1 || q.left < r.left - 1 || q.right > r.right + 1) out.push(`${k}: ${e.textContent} is cut`); });
+  return out; })"""
+
 # The smallest text in any chart (px), with the text.
 SMALLEST_CHART_TEXT = """() => Array.from(document.querySelectorAll('.js-plotly-plot text'))
   .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
@@ -121,6 +134,8 @@ def test_presenter_mode_large_labels_keyboard_and_a_1024x768_fit(server, tmp_pat
         size, text = page.evaluate(SMALLEST_CHART_TEXT)
         assert size >= 16, f"presenter chart labels should be >= 16 px; {text!r} is {size} px"
         assert page.evaluate(SIDEWAYS) <= 1
+        assert page.evaluate(SQUEEZED_BUTTONS) == [], "the step buttons and their key hints should fit"
+        assert clipped_text(page) == []
         shoot(page, "presenter-explore-1024x768", tmp_path)
 
         def step() -> int:

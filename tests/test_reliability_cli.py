@@ -141,7 +141,8 @@ def test_translate_reads_emoji_rtl_and_control_characters_in_pieces(translation_
     rc = cli(["translate", "--checkpoint", str(translation_checkpoint), "--input", "I 😀 שלום \u202e\x1b[2J here"])
     out, err = capsys.readouterr()
     assert rc == 0 and "Traceback" not in out + err
-    assert out.count("\n") == 1 and err == ""  # spelt in pieces and bytes: nothing is unknown
+    # spelt in pieces and bytes: nothing is unknown (the untrained model may run to its length cap, a note)
+    assert out.count("\n") == 1 and all(line.startswith("note: The output was cut") for line in err.splitlines())
     pieces = checkpoint.load(translation_checkpoint).prepare("I 😀 שלום \u202e\x1b[2J here").tokens
     assert pieces_text(pieces) == "I😀שלום[2Jhere"  # control and direction characters are cleaned away
 
@@ -152,4 +153,5 @@ def test_a_word_level_model_still_warns_about_unknown_words(tmp_path, capsys):
     rc = cli(["translate", "--checkpoint", str(path), "--input", "I 😀 שלום \u202e\x1b[2J here"])
     out, err = capsys.readouterr()
     assert rc == 0 and "Traceback" not in out + err
-    assert out.count("\n") == 1 and err.startswith("warning: unknown words:") and err.count("\n") == 1
+    lines = [line for line in err.splitlines() if not line.startswith("note: The output was cut")]  # the cap's note
+    assert out.count("\n") == 1 and len(lines) == 1 and lines[0].startswith("warning: unknown words:")

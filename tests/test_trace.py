@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from explorer.bundle import ModelBundle, Prepared
 from explorer.decoding import beam_search, greedy_batch, strip_output
 from explorer.errors import ExplorerError
+from explorer.lengths import output_cap, output_caps
 from explorer.model import ATTENTIONS, CELLS
 from explorer.trace import Intervention, Trace, first_difference, trace
 from explorer.vocab import EOS, EOS_ID, SOS_ID
@@ -67,14 +68,16 @@ def assert_seed_equations(bundle: ModelBundle, tr: Trace) -> None:
 def assert_trace_is_greedy_and_beam_of_width_one(bundle: ModelBundle, texts: list[str]) -> None:
     """Tracing is greedy decoding with its steps kept: same output alone, in a padded batch, and as beam 1."""
     traces = [trace(bundle, text) for text in texts]
-    batch = greedy_batch(bundle.model, [bundle.prepare(text).ids for text in texts])
+    sources = [bundle.prepare(text).ids for text in texts]
+    batch = greedy_batch(bundle.model, sources, max_len=output_caps(bundle, sources))
     for b, tr in enumerate(traces):
         ids = tr.output_ids.tolist()
         ended = ids[-1] == EOS_ID
-        assert ended or len(ids) == bundle.model.cfg.max_tgt_len, "decoding stops at <eos> or at the cap"
+        cap = output_cap(bundle, len(sources[b])).steps
+        assert len(ids) <= cap and (ended or len(ids) == cap), "decoding stops at <eos> or at the cap"
         assert strip_output(batch.ids[b].tolist()) == strip_output(ids)
         assert int(batch.lengths[b]) == len(ids)
-        best = beam_search(bundle.model, bundle.prepare(texts[b]).ids, width=1)[0]
+        best = beam_search(bundle.model, sources[b], width=1, max_len=cap)[0]
         assert list(best.ids) == ids and best.finished == ended
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..trace import Trace
-from .style import (ACCENT, ATTENTION_COLOUR, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, TRUTH, empty_figure, set_layout, styled,
-                    symmetric_range, token_labels)
+from .style import (ACCENT, ATTENTION_COLOUR, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, MASKED, SERIES, TRUTH,
+                    empty_figure, set_layout, styled, symmetric_range, token_labels)
 
 NO_ATTENTION = "This model has no attention: the decoder sees the input only through s₀."
 ROW_PX = 34  # heatmap row height on screen
@@ -23,6 +23,16 @@ def source_labels(trace: Trace) -> list[str]:
     """Input axis labels; words outside the vocabulary are shown as <unk>(word)."""
     shown = [f"<unk>({t})" if t in trace.unknown_tokens else t for t in trace.source_tokens]
     return token_labels(shown)
+
+
+def attended_labels(trace: Trace) -> list[str]:
+    """Input labels where attention is drawn: a position a what-if masked is struck through (its α is 0
+    because it was hidden, not because the model looked away)."""
+    masked = set(trace.intervention.masked)
+    return [f"<s>{label}</s>" if i in masked else label for i, label in enumerate(source_labels(trace))]
+
+
+MASKED_NAME = "masked input (hidden from attention)"
 
 
 def output_labels(trace: Trace) -> list[str]:
@@ -39,7 +49,7 @@ def attention_heatmap(trace: Trace, step: int | None = None, title: str | None =
     """
     if not trace.has_attention:
         return empty_figure(NO_ATTENTION, title)
-    x, y = source_labels(trace), output_labels(trace)
+    x, y = attended_labels(trace), output_labels(trace)
     T, S = trace.weights.shape
     scores = np.where(np.isfinite(trace.scores), trace.scores, np.nan)
     tt, ii = np.meshgrid(np.arange(T), np.arange(S), indexing="ij")  # (T, S)
@@ -62,6 +72,15 @@ def attention_heatmap(trace: Trace, step: int | None = None, title: str | None =
             customdata=custom[at, ai] if len(at) else None, hovertemplate=CELL_HOVER,
             marker={"symbol": "circle-open", "size": 16 if S <= 20 else 11, "color": TRUTH,
                     "line": {"width": 3 if S <= 20 else 2}}))
+    masked = [i for i in trace.intervention.masked if 0 <= i < S]
+    if masked:  # every cell of a masked column crossed out, the column framed in grey
+        fig.add_trace(go.Scatter(
+            x=[x[i] for i in masked for _ in range(T)], y=[y[t] for _ in masked for t in range(T)], mode="markers",
+            name=MASKED_NAME, hoverinfo="skip",
+            marker={"symbol": "x-thin", "size": min(row_px, 30) * 0.6, "line": {"color": MASKED, "width": 2}}))
+        for i in masked:
+            fig.add_shape(type="rect", xref="x", yref="y", x0=i - 0.5, x1=i + 0.5, y0=-0.5, y1=T - 0.5,
+                          line={"color": MASKED, "width": 2, "dash": "dot"}, fillcolor="rgba(127,127,127,0.18)")
     if step is not None and 0 <= step < T:
         fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=S - 0.5, y0=step - 0.5, y1=step + 0.5,
                       line={"color": ACCENT, "width": 4})
@@ -84,18 +103,21 @@ def weights_bar(trace: Trace, step: int, title: str | None = None) -> go.Figure:
     true positions outlined in green (a green fill hid the weight that sits on one)."""
     if not trace.has_attention:
         return empty_figure(NO_ATTENTION, title)
-    x = source_labels(trace)
+    x = attended_labels(trace)
     w = trace.weights[step]
     e = np.where(np.isfinite(trace.scores[step]), trace.scores[step], np.nan)
     truth = np.zeros(len(x), dtype=bool)
     if trace.alignment is not None and step < trace.alignment.shape[0]:
         truth = trace.alignment[step]
+    masked = set(trace.intervention.masked)
+    text = ["masked" if i in masked else f"{v:.2f}" if v >= 0.05 else "" for i, v in enumerate(w)]
     fig = go.Figure(go.Bar(
         x=x, y=w, marker={"color": ATTENTION_COLOUR, "line": {"color": [TRUTH if hit else ATTENTION_COLOUR for hit in truth],
                                                                "width": [4 if hit else 0 for hit in truth]}},
         customdata=np.stack([np.arange(1, len(x) + 1), e], axis=-1),
         hovertemplate="x<sub>%{customdata[0]}</sub> = %{x}<br>α = %{y:.6f}<br>e = %{customdata[1]:.6g}"
-                      "<extra></extra>", name="α", text=[f"{v:.2f}" if v >= 0.05 else "" for v in w],
+                      "<extra></extra>", name="α", text=text,
+        textfont={"color": [MASKED if i in masked else SERIES for i in range(len(x))]},
         textposition="outside",
         cliponaxis=False))
     set_layout(fig, yaxis={"title": {"text": f"α<sub>{step + 1},i</sub>"}, "range": [0, 1.12]},
@@ -115,7 +137,7 @@ def context_sum(trace: Trace, step: int, title: str | None = None) -> go.Figure:
     S, D = trace.values.shape
     gap = np.full((1, D), np.nan)
     z = np.vstack([weighted, gap, c[None, :]])  # (S + 2, D): the weighted rows, a gap, their sum
-    labels = [f"α{_sub(step + 1)},{_sub(i + 1)}·v{_sub(i + 1)}  {lab}" for i, lab in enumerate(source_labels(trace))]
+    labels = [f"α{_sub(step + 1)},{_sub(i + 1)}·v{_sub(i + 1)}  {lab}" for i, lab in enumerate(attended_labels(trace))]
     labels += ["", f"= c{_sub(step + 1)}"]
     custom = np.full((S + 2, D, 3), np.nan)
     custom[:S, :, 0] = w[:, None]

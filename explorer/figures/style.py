@@ -22,7 +22,8 @@ _CJK_TEXT = re.compile(r"[\u2e80-\u2fdf\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\u
 # - attention is blue: weights α on the "Blues" scale, a single weight or attention bar ATTENTION_COLOUR;
 # - signed numbers (states, vectors, scores) on "RdBu" centred on 0: negative red, positive BLUE;
 # - "true" (the task's true alignment, a correct answer) is green;
-# - the current step / the chosen token / a warning line is the red ACCENT.
+# - the current step / the chosen token / a warning line is the red ACCENT;
+# - an input masked by a what-if (hidden from attention) is grey MASKED, crossed out, its label struck through.
 ATTENTION_SCALE = "Blues"
 ATTENTION_COLOUR = "#2171b5"  # the "Blues" scale at about 0.8
 DIVERGING_SCALE = "RdBu"
@@ -30,6 +31,7 @@ NEUTRAL = "#8aa9c9"  # not chosen, not attended: a pale blue-grey
 SERIES = "#444444"  # a plain data series that means none of these (a signal, a parameter count)
 HIGHLIGHT = "#ff7f0e"  # a measured extreme pointed out in a lesson (the largest error)
 ACCENT = "#d62728"
+MASKED = "#7f7f7f"
 TRUTH = "#2ca02c"
 TEMPLATE = "plotly_white"
 

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from ..projection import project_queries_keys
 from ..trace import Trace
-from .attention import NO_ATTENTION, output_labels, source_labels
+from .attention import NO_ATTENTION, attended_labels, output_labels, source_labels
 from .style import (ACCENT, ATTENTION_SCALE, DIVERGING_SCALE, FONT_SIZE, empty_figure, set_layout, styled,
                     symmetric_range)
 
@@ -126,7 +126,7 @@ def query_key_space(trace: Trace, step: int, title: str | None = None) -> go.Fig
     k2, q2, explained = project_queries_keys(trace.keys, trace.queries)
     w = trace.weights[step]
     e = np.where(np.isfinite(trace.scores[step]), trace.scores[step], np.nan)
-    labels = source_labels(trace)
+    labels = attended_labels(trace)
     fig = go.Figure()
     others = [t for t in range(trace.steps) if t != step]
     if others:

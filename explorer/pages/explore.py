@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from explorer import views
+from explorer import lengths, views
 from explorer.errors import ExplorerError
 from explorer.figures import attention as fig_attention
 from explorer.figures import steps as fig_steps
@@ -250,6 +250,17 @@ def _add_force() -> None:
     _set("forced", sorted(forced + [(t, token)]))
 
 
+def _temperature_demo() -> None:
+    """One click to the measured temperature what-if (views.TEMPERATURE_DEMO)."""
+    demo = views.TEMPERATURE_DEMO
+    _set("model", demo.model)
+    _set("input", demo.text)
+    _set("mode", "greedy")
+    _set("example", None)
+    _reset_view()
+    _set("temperature", demo.temperature)
+
+
 def _clear_interventions() -> None:
     for key in INTERVENTION_KEYS:
         st.session_state[key] = []
@@ -444,6 +455,7 @@ def _decode(bundle) -> tuple[views.Request, Trace | None, Trace | None]:
                                 target=_state("target") or "", beam_width=int(_state("beam_width", 3)),
                                 candidate=int(_state("candidate", 0)), intervention=_intervention())
         request = replace(request, node=beam_panel.selected_node(request))
+        views.check_intervention(bundle, request)  # a link's step or position, counted from 1 as shown
         tr = _trace(request)
         original = tr if request.intervention.is_identity else _trace(request.original)
         _set("good", request)
@@ -499,10 +511,20 @@ def _summary(bundle, request: views.Request, tr: Trace) -> None:
                        help="Share of output steps whose largest attention weight falls on a true source "
                             "position (the green rings in the heatmap)")
     cols[3].metric("Steps", tr.steps, help="Output tokens, <eos> included")
+    _cut_note(bundle, request, tr)
     if not tr.has_attention:
         st.info("This model has **no attention** (a plain encoder–decoder): the decoder sees the input only "
                 "through s₀, the encoder's final state. There is no heatmap or lookup table; the state "
                 "updates and output distributions below are real.", icon=":material/info:")
+
+
+def _cut_note(bundle, request: views.Request, tr: Trace, caption: bool = False) -> None:
+    """Say so when decoding stopped at its length cap (explorer/lengths.py) rather than at <eos>."""
+    note = None if request.mode == "teacher" else lengths.cut_note(bundle, len(tr.source_tokens), tr.output_tokens)
+    if note and caption:
+        st.caption(note)
+    elif note:
+        st.warning(note, icon=":material/content_cut:")
 
 
 def _beam_table(bundle, request: views.Request) -> None:
@@ -588,8 +610,14 @@ def _draw_step_panel(request: views.Request, cell: str, attn_dim: int) -> None:
 
 
 def _step_bar(t: int, T: int) -> None:
-    """First, previous, play/pause, next, last and the step slider (presenter mode: Home, ←, space, →, End)."""
-    bar = st.columns([1.3, 2.2, 2.2, 2.2, 1.3, 6], vertical_alignment="center")
+    """First, previous, play/pause, next, last and the step slider (presenter mode: Home, ←, space, →, End).
+
+    In presenter mode each button also shows its key, so the slider gets a row of its own: beside it, at
+    1024 px, the keys squeezed "Play" to "P" and the first/last icons to nothing."""
+    if presenter.on():
+        bar = st.columns([1.3, 2.2, 2.2, 2.2, 1.3], vertical_alignment="center") + [st.container()]
+    else:
+        bar = st.columns([1.3, 2.2, 2.2, 2.2, 1.3, 6], vertical_alignment="center")
     bar[0].button(":material/first_page:", key=K + "first", shortcut=presenter.shortcut("first"), on_click=_step_by, args=(1 - t, T), disabled=t <= 1,
                   width="stretch", help="First step (Home in presenter mode)")
     bar[1].button("Prev", icon=":material/skip_previous:", key=K + "prev", shortcut=presenter.shortcut("prev"), on_click=_step_by, args=(-1, T),
@@ -755,9 +783,10 @@ def _step_four(tr: Trace, step: int, request: views.Request) -> None:
 def _hidden_tabs(request: views.Request, tr: Trace, step: int) -> None:
     names = ["Hidden states hᵢ, sₜ"] + (["Query–key space", "K, V, Q"] if tr.has_attention else [])
     # Closed until opened, and drawn only when open: its two charts were a quarter of the browser's work on
-    # the first view (cold start 6.8 -> 6.4 s, measured).
+    # the first view (cold start 6.8 -> 6.4 s, measured). Open or closed is in the URL (explore_hidden=true),
+    # so a shared link opens it too.
     section = st.expander("Hidden states and projections: " + ", ".join(names), icon=":material/grid_on:",
-                          key=f"{K}hidden", on_change="rerun")
+                          key=f"{K}hidden", on_change="rerun", bind="query-params")
     if section.open is False:
         return
     with section:
@@ -838,6 +867,16 @@ def _what_if(bundle, request: views.Request, tr: Trace, original: Trace) -> None
                   help=None if forcing else "Only in greedy mode (other modes fix the tokens)")
     if not attends:
         st.caption("This model has no attention: only forcing tokens applies.")
+    demo = views.TEMPERATURE_DEMO
+    showing_demo = (request.model, request.text, request.intervention) == \
+        (demo.model, demo.text, Intervention(temperature=demo.temperature))
+    if showing_demo:
+        st.info(f"**What to look at:** {demo.look_at}", icon=":material/visibility:")
+    elif demo.model in common.model_names():
+        st.button(f"Example: τ = {demo.temperature:g} on {demo.model}, “{demo.text}”", key=K + "temperature_demo",
+                  icon=":material/thermostat:", on_click=_temperature_demo, type="tertiary",
+                  help="A temperature that visibly changes a translation (on the toy tasks the scores differ by "
+                       "tens, and no temperature changes the output)")
     active = _describe(request.intervention)
     if not active:
         st.caption("No intervention: change τ, mask inputs, pin attention or force a token to see the "
@@ -855,6 +894,9 @@ def _what_if(bundle, request: views.Request, tr: Trace, original: Trace) -> None
                fig_steps.output_distribution(original, 0, title="Original ŷ₁"), "original", K + "fig_original")
     with right:
         st.markdown(f"#### Changed: {_md(views.output_text(bundle, tr)) or '∅'}")
+        _cut_note(bundle, request, tr, caption=True)
+        if request.intervention.masked:
+            st.caption("Masked inputs are crossed out in grey: attention could not look at them.")
         _chart(fig_attention.attention_heatmap(tr, diff, title="Changed α") if attends else
                fig_steps.output_distribution(tr, 0, title="Changed ŷ₁"), "changed", K + "fig_changed")
     if diff is None:
