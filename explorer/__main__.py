@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from . import defaults
 from .cli_checks import check_args
 from .errors import ExplorerError
+from .progress import ConsoleProgress, fmt_seconds
 
 if TYPE_CHECKING:  # torch is imported by the commands that need it (startup time)
     import torch
 
 ATTENTION_CHOICES = ("none", "dot", "scaled_dot", "additive")
 CELL_CHOICES = ("rnn", "gru", "lstm", "unshared")
+COUNTING = ("Steps and input positions count from 1, as in the app and its links: --mask 1 hides the first "
+            "input symbol, --pin 2:1 puts all of step 2's attention on the first symbol, --force 1:a makes "
+            "the first output token 'a', and the text trace prints steps from 1.")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,63 +32,125 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Every flag's help shows its default; a default of None (set by the data or the task) says so in
+    the help text itself, so "(default: None)" is never printed."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, False, []) or isinstance(action, argparse._HelpAction):
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+def _shipped_names() -> list[str]:
+    """The shipped checkpoints' names for --help, found as checkpoint.pretrained_names does (without
+    importing torch, which --help does not need)."""
+    folder = Path(os.environ.get("EXPLORER_PRETRAINED", Path(__file__).resolve().parent.parent / "pretrained"))
+    return sorted(p.name[: -len(".safetensors")] for p in folder.glob("*.safetensors"))
+
+
+def _checkpoint_help() -> str:
+    names = ", ".join(_shipped_names()) or "none found"
+    return (f"a shipped model's NAME ({names}) or the PATH of a checkpoint file; the path given to "
+            "`train --out` works as it is (.safetensors may be left off)")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m explorer", description=__doc__)
+    p = _Parser(prog="python -m explorer", description=__doc__ + "\n\n" + COUNTING, formatter_class=_Help)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    t = sub.add_parser("train", help="train a model on a toy task or a TSV of sentence pairs")
+    def command(name: str, help: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, epilog=epilog, formatter_class=_Help)
+
+    td, dd = defaults.TASK_TRAIN_DEFAULTS, defaults.TRANSLATION_DATA_DEFAULTS
+    tt, large, small = defaults.TRANSLATION_TRAIN_DEFAULTS, defaults.LARGE_MODEL, defaults.SMALL_MODEL
+    both = "toy tasks: {}; translation: {}"
+    t = command("train", "train a model on a toy task or a TSV of sentence pairs",
+                epilog="Defaults are shared with the app's Train page (explorer/defaults.py). A translation run "
+                       f"without --steps lasts {defaults.EPOCHS:g} epochs of the data, at least "
+                       f"{defaults.MIN_STEPS:,} and at most {defaults.MAX_STEPS:,} steps, and stops once validation "
+                       f"token accuracy has not improved for {defaults.STOP_PATIENCE} evaluations.")
     source = t.add_mutually_exclusive_group(required=True)
-    source.add_argument("--task", choices=("copy", "reverse", "sort", "dates"))
-    source.add_argument("--data", help="a TSV file: source<TAB>target[<TAB>attribution]")
-    t.add_argument("--out", required=True, help="checkpoint path (.safetensors is added if missing)")
+    source.add_argument("--task", choices=("copy", "reverse", "sort", "dates"), help="a toy task to train on")
+    source.add_argument("--data", help="a TSV file to train on: source<TAB>target[<TAB>attribution] per line")
+    t.add_argument("--out", required=True, help="checkpoint path (.safetensors is added if missing); give the "
+                                                "same path to --checkpoint later")
     t.add_argument("--name", help="model name stored in the checkpoint (default: the file's stem)")
-    t.add_argument("--attention", choices=ATTENTION_CHOICES, default="dot")
-    t.add_argument("--cell", choices=CELL_CHOICES, default="gru")
-    t.add_argument("--min-len", type=int, default=5)
-    t.add_argument("--max-len", type=int, default=15)
-    t.add_argument("--alphabet", default="0123456789")
-    t.add_argument("--embed", type=int, default=None)
-    t.add_argument("--hidden", type=int, default=None)
-    t.add_argument("--attn-dim", type=int, default=None)
-    t.add_argument("--layers", type=int, default=1)
+    t.add_argument("--attention", choices=ATTENTION_CHOICES, default="dot", help="the score function")
+    t.add_argument("--cell", choices=CELL_CHOICES, default="gru", help="the recurrent cell")
+    t.add_argument("--min-len", type=int, default=defaults.TASK_LENGTHS["min_len"],
+                   help="toy tasks: shortest input")
+    t.add_argument("--max-len", type=int, default=defaults.TASK_LENGTHS["max_len"], help="toy tasks: longest input")
+    t.add_argument("--alphabet", default=defaults.TASK_LENGTHS["alphabet"],
+                   help="toy tasks: the symbols inputs are made of")
+    tm = defaults.TASK_MODEL_DEFAULTS
+    for flag, key, what in (("--embed", "embed", "embedding size"), ("--hidden", "hidden", "hidden size"),
+                            ("--attn-dim", "attn_dim", "attention size (queries, keys, values)")):
+        t.add_argument(flag, type=int, default=None,
+                       help=f"{what} (default: toy tasks {tm[key]}; translation {small[key]} below "
+                            f"{defaults.SMALL_DATA_PAIRS:,} training pairs, else {large[key]})")
+    t.add_argument("--layers", type=int, default=1, help="recurrent layers in the encoder and the decoder")
     t.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=None,
                    help="bidirectional encoder (default: on for toy tasks and translation)")
-    t.add_argument("--dropout", type=float, default=0.0)
-    t.add_argument("--steps", type=int, default=None)
-    t.add_argument("--batch-size", type=int, default=None)
-    t.add_argument("--lr", type=float, default=None)
-    t.add_argument("--clip", type=float, default=1.0)
+    t.add_argument("--dropout", type=float, default=None,
+                   help=f"dropout between layers (default: toy tasks 0; translation {small['dropout']:g} below "
+                        f"{defaults.SMALL_DATA_PAIRS:,} training pairs, else {large['dropout']:g})")
+    t.add_argument("--steps", type=int, default=None,
+                   help="optimisation steps (default: " + both.format(
+                       td["steps"], f"from the data: {defaults.EPOCHS:g} epochs within "
+                                    f"{defaults.MIN_STEPS:,}–{defaults.MAX_STEPS:,} steps") + ")")
+    t.add_argument("--epochs", type=float, default=None,
+                   help="translation: train this many passes over the training pairs instead of --steps "
+                        f"(default: {defaults.EPOCHS:g}, kept within {defaults.MIN_STEPS:,}–{defaults.MAX_STEPS:,} "
+                        "steps)")
+    t.add_argument("--batch-size", type=int, default=None,
+                   help="pairs per step (default: " + both.format(td["batch_size"], tt["batch_size"]) + ")")
+    t.add_argument("--lr", type=float, default=None,
+                   help="peak learning rate of the cosine schedule (default: " + both.format(td["lr"], tt["lr"]) + ")")
+    t.add_argument("--clip", type=float, default=1.0, help="gradient norm clipping (0: off)")
     t.add_argument("--plateau-patience", type=int, default=None,
                    help="halve the learning rate after N evaluations without a better validation token accuracy "
-                        "(0: off; toy-task default in recipes.TRAIN_DEFAULTS)")
+                        f"(0: off; default: toy tasks {td['plateau_patience']}, translation 0)")
+    t.add_argument("--stop-patience", type=int, default=None,
+                   help="stop after N evaluations without a better validation token accuracy (0: off; default: "
+                        f"translation {defaults.STOP_PATIENCE} when the run length is automatic, else 0)")
     t.add_argument("--curriculum", type=int, default=None,
                    help="toy tasks: over the first N steps the longest training input grows from --min-len to "
-                        "--max-len (0: off; default in recipes.TRAIN_DEFAULTS)")
-    t.add_argument("--teacher-forcing", type=float, default=1.0)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--target-accuracy", type=float, default=None)
-    t.add_argument("--max-seconds", type=float, default=None)
-    t.add_argument("--eval-every", type=int, default=None)
-    t.add_argument("--eval-samples", type=int, default=None)
+                        f"--max-len (0: off; default {td['curriculum']})")
+    t.add_argument("--teacher-forcing", type=float, default=1.0,
+                   help="share of decoder steps fed the true previous token instead of the model's guess")
+    t.add_argument("--seed", type=int, default=0, help="random seed (initial weights, batches, data split)")
+    t.add_argument("--target-accuracy", type=float, default=None,
+                   help="stop once validation exact match reaches this (0-1; default: no target)")
+    t.add_argument("--max-seconds", type=float, default=None, help="stop after this much training time "
+                                                                   "(default: no limit)")
+    t.add_argument("--eval-every", type=int, default=None,
+                   help="steps between validations (default: toy tasks " + str(td["eval_every"]) +
+                        f"; translation about {defaults.EVALUATIONS_PER_RUN} a run, at most every "
+                        f"{defaults.MAX_EVAL_EVERY:,} steps)")
+    t.add_argument("--eval-samples", type=int, default=None,
+                   help="validation size (default: " + both.format(td["eval_samples"],
+                                                                   f"up to {tt['eval_samples']:,} held-out pairs") + ")")
     t.add_argument("--half", action="store_true", help="store weights in float16 (smaller file)")
-    t.add_argument("--src-lang", default=None, help="translation: source language code (default en)")
-    t.add_argument("--tgt-lang", default=None, help="translation: target language code (default: guessed)")
-    t.add_argument("--max-tokens", type=int, default=40,
-                   help="translation: longest sentence kept, in subword pieces (default 40)")
-    t.add_argument("--min-freq", type=int, default=2,
-                   help="translation: a piece is learnt only if seen this often (default 2)")
+    t.add_argument("--src-lang", default=None, help="translation: source language code (default: en)")
+    t.add_argument("--tgt-lang", default=None, help="translation: target language code (default: guessed from the text)")
+    t.add_argument("--max-tokens", type=int, default=dd["max_tokens"],
+                   help="translation: longest sentence kept, in subword pieces")
+    t.add_argument("--min-freq", type=int, default=dd["min_freq"],
+                   help="translation: a piece is learnt only if seen this often")
     t.add_argument("--vocab-size", type=int, default=None,
                    help="translation: subword pieces per language, specials and bytes included "
                         "(default: an eighth of the training pairs, within 1,000-8,000)")
     t.add_argument("--extra-data", default=None,
                    help="translation: a TSV of more pairs for the training split only (e.g. a glossary of a "
-                        "domain's words); validation stays the --data file's held-out pairs")
+                        "domain's words); validation stays the --data file's held-out pairs (default: none)")
     t.add_argument("--extra-repeat", type=int, default=1,
-                   help="translation: how many times each --extra-data pair joins the training split (default 1)")
+                   help="translation: how many times each --extra-data pair joins the training split")
     t.add_argument("--label-smoothing", type=float, default=None,
                    help="share of each target's probability spread over the vocabulary (default 0.1 for "
                         "translation, 0 for toy tasks)")
-    t.add_argument("--valid-fraction", type=float, default=0.05)
+    t.add_argument("--valid-fraction", type=float, default=dd["valid_fraction"],
+                   help="translation: share of the pairs held out for validation")
     t.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads per training process (default: the idle cores over the processes)")
     t.add_argument("--processes", type=int, default=None,
@@ -90,70 +158,69 @@ def _parser() -> argparse.ArgumentParser:
                         "every batch (default: 2 where this process may use two cores; 1 gives the single-process "
                         "float sums). Under torchrun, its --nproc-per-node and --nnodes set them instead")
     t.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                   help="where to train (default auto: a CUDA GPU when torch sees one, else the CPU; "
+                   help="where to train (auto: a CUDA GPU when torch sees one, else the CPU; "
                         "the EXPLORER_DEVICE environment variable sets what auto picks)")
-    t.add_argument("--quiet", action="store_true")
+    t.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (by default: a line every few seconds, a bar on a terminal)")
 
-    e = sub.add_parser("eval", help="score a checkpoint on fresh task samples or a TSV file")
-    e.add_argument("--checkpoint", required=True)
+    e = command("eval", "score a checkpoint on fresh task samples or a TSV file")
+    e.add_argument("--checkpoint", required=True, help=_checkpoint_help())
     e.add_argument("--samples", type=int, default=None,
                    help="toy tasks: fresh samples (default 1000); --data: first N pairs (default all)")
-    e.add_argument("--min-len", type=int, default=None)
-    e.add_argument("--max-len", type=int, default=None)
-    e.add_argument("--seed", type=int, default=12345)
-    e.add_argument("--data", default=None)
-    e.add_argument("--beam", type=int, default=1, help="translation: beam width")
+    e.add_argument("--min-len", type=int, default=None, help="toy tasks: shortest input (default: the model's)")
+    e.add_argument("--max-len", type=int, default=None, help="toy tasks: longest input (default: the model's)")
+    e.add_argument("--seed", type=int, default=12345, help="toy tasks: seed of the fresh samples")
+    e.add_argument("--data", default=None, help="translation: a TSV file of pairs to score on (default: none; "
+                                                "translation models need one)")
+    e.add_argument("--beam", type=int, default=1, help="translation: beam width (1: greedy)")
     e.add_argument("--split", choices=("all", "valid"), default="all",
                    help="translation: score the whole file, or only the held-out split the model was trained beside")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (by default, with --data: a line every few seconds, a bar on a terminal)")
 
-    r = sub.add_parser("trace", help="decode one input and print every intermediate")
-    r.add_argument("--checkpoint", required=True)
-    r.add_argument("--input", required=True)
-    r.add_argument("--target", default=None, help="teacher-force this output instead of decoding freely")
-    r.add_argument("--temperature", type=float, default=1.0)
-    r.add_argument("--mask", type=int, action="append", default=[], help="hide input position i (repeatable)")
-    r.add_argument("--pin", action="append", default=[], help="T:I pins step T's attention to position I")
-    r.add_argument("--force", action="append", default=[], help="T:TOKEN forces the token chosen at step T")
-    r.add_argument("--json", action="store_true")
+    r = command("trace", "decode one input and print every intermediate", epilog=COUNTING)
+    r.add_argument("--checkpoint", required=True, help=_checkpoint_help())
+    r.add_argument("--input", required=True, help="the text to decode")
+    r.add_argument("--target", default=None, help="teacher-force this output instead of decoding freely (default: decode freely)")
+    r.add_argument("--temperature", type=float, default=1.0, help="softmax temperature of the attention weights")
+    r.add_argument("--mask", type=int, action="append", default=[], metavar="I",
+                   help="hide input position I (from 1) from attention at every step (repeatable)")
+    r.add_argument("--pin", action="append", default=[], metavar="T:I",
+                   help="put all of step T's attention on input position I (both from 1; repeatable)")
+    r.add_argument("--force", action="append", default=[], metavar="T:TOKEN",
+                   help="make TOKEN the output chosen at step T (from 1; repeatable)")
+    r.add_argument("--json", action="store_true", help="print the whole trace as JSON (its arrays are indexed "
+                                                       "from 0, as JSON arrays are; its 'intervention' counts from 1)")
 
-    tr = sub.add_parser("translate", help="translate --input, or stdin line by line")
-    tr.add_argument("--checkpoint", required=True)
-    tr.add_argument("--input", default=None)
-    tr.add_argument("--beam", type=int, default=1)
+    tr = command("translate", "translate --input, or stdin line by line")
+    tr.add_argument("--checkpoint", required=True, help=_checkpoint_help())
+    tr.add_argument("--input", default=None, help="one sentence (default: read stdin, one sentence a line)")
+    tr.add_argument("--beam", type=int, default=1, help="beam width (1: greedy)")
 
-    i = sub.add_parser("info", help="print a checkpoint's readable config")
-    i.add_argument("--checkpoint", required=True)
+    i = command("info", "print a checkpoint's readable config")
+    i.add_argument("--checkpoint", required=True, help=_checkpoint_help())
     return p
 
 
 def _pair_arg(text: str, what: str) -> tuple[int, str]:
+    """STEP:VALUE with STEP counted from 1; returns the 0-based step."""
     step, sep, rest = text.partition(":")
     if not sep or not step.strip().lstrip("-").isdigit():
         raise ExplorerError(f"--{what} expects STEP:VALUE, got {text!r}")
-    return int(step), rest
+    return _from_one(int(step), f"--{what} step"), rest
 
 
-def _progress_printer(quiet: bool):
-    last = [0.0]
-
-    def on_eval(p) -> None:
-        if quiet:
-            return
-        m = p.metrics
-        align = "" if m.alignment_accuracy is None else f" align {m.alignment_accuracy:.3f}"
-        print(f"step {p.step:>6}/{p.total_steps}  {p.seconds:6.1f}s  loss {p.loss:.4f}  "
-              f"exact {m.exact_match:.3f}  token {m.token_accuracy:.3f}{align}  {p.examples_per_second:,.0f} seq/s",
-              file=sys.stderr, flush=True)
-        last[0] = time.time()
-    return on_eval
+def _from_one(number: int, what: str) -> int:
+    """A 1-based step or position as the 0-based index the trace uses."""
+    if number < 1:
+        raise ExplorerError(f"{what} {number} is not allowed: steps and positions count from 1")
+    return number - 1
 
 
-def _device_notice(device: torch.device, quiet: bool) -> Callable[[object], None] | None:
-    """An on_step callback that names the training device once, at the first step: only then are the
-    arguments known to be good (a refused one must stay the only line on stderr)."""
-    if quiet:
-        return None
+def _device_notice(device: torch.device, progress: ConsoleProgress) -> Callable[[object], None]:
+    """An on_step callback that names the training device once, at the first step (only then are the
+    arguments known to be good: a refused one must stay the only line on stderr), then shows progress."""
     import torch
     name = f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
     shown = [False]
@@ -161,7 +228,8 @@ def _device_notice(device: torch.device, quiet: bool) -> Callable[[object], None
     def on_step(p) -> None:
         if not shown[0]:
             shown[0] = True
-            print(f"training on {name}", file=sys.stderr, flush=True)
+            progress.message(f"training on {name}")
+        progress.on_step(p)
     return on_step
 
 
@@ -207,15 +275,17 @@ def _train_rank(args: argparse.Namespace, world, threads: int) -> int:
 
     from .recipes import train_from_args
     torch.set_num_threads(threads)
-    quiet = args.quiet or not world.leader
+    progress = ConsoleProgress(quiet=args.quiet or not world.leader)
     # rank 0 writes: a second training to the same --out is refused now, not overwritten at its end
     with checkpoint.writer(args.out) if world.leader else contextlib.nullcontext():
-        bundle, result = train_from_args(args, on_eval=_progress_printer(quiet),
-                                         on_step=_device_notice(world.device, quiet), device=world.device, world=world)
+        bundle, result = train_from_args(args, on_eval=progress.on_eval,
+                                         on_step=_device_notice(world.device, progress), device=world.device,
+                                         world=world)
         if not world.leader:
             return 0
         path = checkpoint.save(bundle, args.out, half=args.half)
     m = result.metrics
+    progress.summary(result.steps, result.seconds, result.reason, m.exact_match, m.token_accuracy, str(path))
     print(json.dumps({"checkpoint": str(path), "device": world.device.type, "processes": result.processes,
                       "steps": result.steps, "examples": result.examples, "seconds": round(result.seconds, 2),
                       "stopped_because": result.reason, **m.to_dict()}))
@@ -229,8 +299,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.samples is not None and args.samples < 1:
         raise ExplorerError("--samples must be at least 1")
     samples = args.samples if args.samples is not None else (None if args.data else 1000)
+    progress = ConsoleProgress(quiet=args.quiet)
     report = evaluate_checkpoint(bundle, samples=samples, min_len=args.min_len, max_len=args.max_len,
-                                 seed=args.seed, data=args.data, beam=args.beam, split=args.split)
+                                 seed=args.seed, data=args.data, beam=args.beam, split=args.split,
+                                 on_progress=lambda done, total: progress.on_count(done, total, "pairs"))
+    if args.data is not None and progress.started is not None:
+        progress.message(f"done: {report['n']:,} pairs scored in {fmt_seconds(progress.clock() - progress.started)}")
     if args.json:
         print(json.dumps(report))
     else:
@@ -244,9 +318,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from .lengths import cut_note
     from .trace import Intervention, trace
     bundle = checkpoint.load(args.checkpoint)
-    pins = tuple((t, int(v)) for t, v in (_pair_arg(p, "pin") for p in args.pin))
+    pins = tuple((t, _from_one(int(v), "--pin position")) for t, v in  # cli_checks: whole numbers
+                 (_pair_arg(p, "pin") for p in args.pin))
     forced = tuple(_pair_arg(f, "force") for f in args.force)
-    intervention = Intervention(args.temperature, tuple(args.mask), pins, forced)
+    masked = tuple(_from_one(i, "--mask position") for i in args.mask)
+    intervention = Intervention(args.temperature, masked, pins, forced)
     tr = trace(bundle, args.input, intervention, target=args.target)
     if tr.unknown_tokens:
         print(f"warning: unknown tokens shown as <unk>: {' '.join(tr.unknown_tokens)}", file=sys.stderr)
@@ -261,7 +337,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if tr.has_attention:
             for t, tok in enumerate(tr.output_tokens):
                 i = int(tr.weights[t].argmax())
-                print(f"  step {t:>2}: {tok!r:>8} attends {tr.source_tokens[i]!r} at {i} (α={tr.weights[t, i]:.3f})")
+                print(f"  step {t + 1:>2}: {tok!r:>8} attends {tr.source_tokens[i]!r} at position {i + 1} "
+                      f"(α={tr.weights[t, i]:.3f})")
     return 0
 
 
@@ -322,6 +399,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         print("error: out of memory: try a smaller model, batch, beam or file", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`| head`): what it wanted was written; not an error
+        try:
+            sys.stdout = open(os.devnull, "w")  # so the interpreter's last flush does not complain
+        except OSError:
+            pass
+        return 0
     except OSError as exc:  # the system refused (disk full, permissions): the user's to fix, not a bug
         where = f" ({str(exc.filename)[:120]})" if exc.filename else ""
         print(f"error: {exc.strerror or type(exc).__name__}{where}", file=sys.stderr)
@@ -329,8 +412,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
     except Exception as exc:  # a bug, not bad input: still one line, never a traceback
         print(f"error: internal error ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})",
               file=sys.stderr)

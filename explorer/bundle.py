@@ -52,6 +52,8 @@ class ModelBundle:
     # (source, target) subword tokenizers of a translation model; None: a word-level model of an older
     # checkpoint, which keeps corpus.py's word tokenizers
     subwords: tuple[SubwordTokenizer, SubwordTokenizer] | None = None
+    examples: tuple[tuple[str, str], ...] = ()  # held-out (source, target) pairs of its own data, for Explore
+    saved_at: str | None = None  # when its checkpoint file was written (UTC, ISO 8601); None if never saved
 
     def __post_init__(self) -> None:
         if (self.task is None) == (self.languages is None):

@@ -35,9 +35,12 @@ MAX_CHECKPOINT_BYTES = 100_000_000
 PRETRAINED_DIR = Path(os.environ.get("EXPLORER_PRETRAINED", Path(__file__).resolve().parent.parent / "pretrained"))
 
 
-def describe(bundle: ModelBundle) -> dict[str, Any]:
-    """The readable part of a checkpoint: architecture, vocabularies, data, training and metrics."""
-    return {
+def describe(bundle: ModelBundle, saved_at: str | None = None) -> dict[str, Any]:
+    """The readable part of a checkpoint: architecture, vocabularies, data, training and metrics.
+
+    `saved_at` is the time the file is written (to_bytes passes it); otherwise the bundle's own, read from
+    its file (None for a model never saved)."""
+    info = {
         "format": FORMAT,
         "name": bundle.name,
         "model": bundle.model.cfg.to_dict(),
@@ -52,15 +55,19 @@ def describe(bundle: ModelBundle) -> dict[str, Any]:
         "parameters": bundle.parameter_count,
         **({} if bundle.subwords is None else {"tokenizers": {
             "source": bundle.subwords[0].json_text, "target": bundle.subwords[1].json_text}}),
-        "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "saved_at": saved_at if saved_at is not None else bundle.saved_at,
     }
+    if bundle.examples:
+        info["examples"] = [list(pair) for pair in bundle.examples]
+    return info
 
 
 def to_bytes(bundle: ModelBundle, half: bool = False) -> bytes:
     """The checkpoint file's bytes (also what the app offers for download)."""
     dtype = torch.float16 if half else torch.float32
     tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in bundle.model.state_dict().items()}
-    return st_save(tensors, metadata={"explorer": json.dumps(describe(bundle), ensure_ascii=False)})
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return st_save(tensors, metadata={"explorer": json.dumps(describe(bundle, saved_at=now), ensure_ascii=False)})
 
 
 def save(bundle: ModelBundle, path: str | Path, half: bool = False) -> Path:
@@ -117,7 +124,8 @@ def writer(path: str | Path) -> Iterator[Path]:
 
 
 def resolve(name_or_path: str) -> Path:
-    """A shipped checkpoint's name (e.g. `reverse`) or a path to a file."""
+    """A shipped checkpoint's name (e.g. `reverse`) or a path to a file; a path without the suffix finds
+    the file `save` wrote for it (`train --out runs/rev` writes runs/rev.safetensors)."""
     storage.check_path_text(name_or_path, "checkpoint name")
     if name_or_path and "/" not in name_or_path and os.sep not in name_or_path:
         candidate = PRETRAINED_DIR / f"{name_or_path}{SUFFIX}"
@@ -126,6 +134,9 @@ def resolve(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if name_or_path and _exists(path):
         return path
+    with_suffix = path.with_name(path.name + SUFFIX) if name_or_path and path.name and path.suffix != SUFFIX else None
+    if with_suffix is not None and _exists(with_suffix):
+        return with_suffix
     names = ", ".join(pretrained_names()) or "none"
     shown = name_or_path if len(name_or_path) <= 80 else name_or_path[:60] + "…"
     raise ExplorerError(f"no checkpoint named {shown!r} (shipped: {names}) and no such file")
@@ -197,9 +208,11 @@ def from_bytes(data: bytes, name: str, source: str = "upload") -> ModelBundle:
     except (SafetensorError, ValueError, RuntimeError, TypeError) as exc:
         raise ExplorerError(f"{source} is corrupt: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
     check_tensors(skeleton.state_dict(), tensors, source)
+    saved_at = info.get("saved_at")
     bundle = ModelBundle(name=name, model=seeded_model(checked.cfg, 0), src_vocab=checked.src_vocab,
                          tgt_vocab=checked.tgt_vocab, task=checked.task, languages=checked.languages,
-                         training=checked.training, metrics=checked.metrics, subwords=subwords)
+                         training=checked.training, metrics=checked.metrics, subwords=subwords,
+                         examples=checked.examples, saved_at=saved_at if isinstance(saved_at, str) else None)
     bundle.model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()})
     bundle.model.eval()
     return bundle

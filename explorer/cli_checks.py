@@ -68,6 +68,10 @@ def _train(args: argparse.Namespace) -> None:
     _optional(args, "max_tokens", whole, 1, lim.max_tokens)
     _optional(args, "min_freq", whole, 1, 1_000_000_000)
     _optional(args, "threads", whole, 1, 1024)
+    if args.epochs is not None:
+        if args.task or args.steps is not None:
+            raise ExplorerError("--epochs is for --data (a file of pairs) without --steps")
+        _optional(args, "epochs", real, 0.0, 100_000.0, lo_open=True)
 
 
 def _eval(args: argparse.Namespace) -> None:

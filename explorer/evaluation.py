@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .bundle import ModelBundle
 from .decoding import batch_sources, beam_search, greedy_batch, strip_output
@@ -89,12 +89,13 @@ def translate_text(bundle: ModelBundle, text: str, beam: int = 1) -> tuple[str, 
 
 def evaluate_checkpoint(bundle: ModelBundle, samples: int | None = 1000, min_len: int | None = None,
                         max_len: int | None = None, seed: int = 12345, data: str | None = None,
-                        beam: int = 1, split: str = "all") -> dict[str, Any]:
+                        beam: int = 1, split: str = "all",
+                        on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The CLI's `eval`: n, exact_match, token_accuracy, alignment_accuracy (toy tasks), bleu (with --data)."""
     if data is None:
         m = evaluate(bundle.model, task_pairs(bundle, samples or 1000, seed, min_len, max_len))
         return m.to_dict()
-    return evaluate_tsv(bundle, data, samples, beam, split)
+    return evaluate_tsv(bundle, data, samples, beam, split, on_progress)
 
 
 def held_out_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -108,14 +109,14 @@ def held_out_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]]) -> lis
 
 
 def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, beam: int = 1,
-                 split: str = "all") -> dict[str, Any]:
+                 split: str = "all", on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Exact match, token accuracy, corpus BLEU and chrF on the pairs of a TSV file (or its held-out split).
 
     A subword model is scored as a user reads it: its detokenised, cased output against the file's
     references (cleaned, and in simplified script for Chinese, as the model was trained), with sacrebleu's
     defaults. An older word-level model wrote lower case: its references go through its own tokenizer
     and back, as before."""
-    from .corpus import load_tsv, translation_scores
+    from .corpus import load_tsv
     corpus = load_tsv(path)
     pairs = list(corpus.pairs)
     if split == "valid":
@@ -124,29 +125,50 @@ def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, bea
         raise ExplorerError(f"split must be 'all' or 'valid', got {split!r}")
     if samples:
         pairs = pairs[:samples]
-    limit = bundle.model.cfg.max_src_len
+    report = score_pairs(bundle, pairs, beam, on_progress=on_progress)
+    if not report["n"]:
+        raise ExplorerError(f"no usable pair in {path} for this model")
+    report["skipped"] = len(pairs) - report["n"]
+    report["beam"] = beam
+    report["split"] = split
+    return report
+
+
+def score_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]], beam: int = 1,
+                limit: int | None = None, on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Exact match, token accuracy, corpus BLEU and chrF (corpus.translation_scores) of `bundle` on the
+    (source, target) pairs it can read (at most `limit` of them); n is how many were scored (0: none, and
+    no scores). `on_progress(done, total)` follows the decoding, the long part. The CLI's eval and the
+    app's Train and Compare pages all score through here."""
+    from .corpus import translation_scores
+    max_src = bundle.model.cfg.max_src_len
     usable, id_pairs = [], []
     for src, tgt in pairs:
+        if limit is not None and len(usable) >= limit:
+            break
         tokens = bundle.tokenize_source(src)
-        if not tokens or len(tokens) > limit:
+        if not tokens or len(tokens) > max_src:
             continue
         usable.append((src, tgt))
         tgt_tokens = bundle.tokenize_target(tgt)[: bundle.model.cfg.max_tgt_len - 1]
         id_pairs.append(Pair(tuple(bundle.src_vocab.encode(tokens)), tuple(bundle.tgt_vocab.encode(tgt_tokens))))
     if not usable:
-        raise ExplorerError(f"no usable pair in {path} for this model")
+        return {"n": 0}
     report: dict[str, Any] = evaluate(bundle.model, id_pairs).to_dict()
     outputs = []
-    for start in range(0, len(id_pairs), 256):
-        chunk = id_pairs[start: start + 256]
+    if on_progress is not None:
+        on_progress(0, len(id_pairs))
+    size = 256 if on_progress is None else 64  # followed: smaller batches, so news comes every few seconds
+    for start in range(0, len(id_pairs), size):
+        chunk = id_pairs[start: start + size]
         outputs += translate_ids(bundle, [p.src for p in chunk], beam)
+        if on_progress is not None:
+            on_progress(len(outputs), len(id_pairs))
     hypotheses = [bundle.detokenize_target(bundle.tgt_vocab.decode(ids)) for ids in outputs]
     language = bundle.languages[1] if bundle.languages else "en"
     references = [bundle.reference_text(t) for _, t in usable]
     report.update(translation_scores(hypotheses, references, language))
-    report["skipped"] = len(pairs) - len(usable)
-    report["beam"] = beam
-    report["split"] = split
+    report["n"] = len(usable)
     return report
 
 

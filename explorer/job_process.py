@@ -42,21 +42,29 @@ class Recipe:
 
     def build(self):
         """(bundle, data source): the same in every process, from the seed (or the given weights)."""
+        bundle, data, _ = self.setup()
+        return bundle, data
+
+    def setup(self):
+        """(bundle, data source, held-out pairs as text: translation only, for BLEU and chrF)."""
         if self.weights is not None:
             from . import checkpoint
-            from .tasks import make_task
             bundle = checkpoint.from_bytes(self.weights, self.name, source="the job's model")
             for p in bundle.model.parameters():
                 p.requires_grad_(True)
-            return bundle, make_task(bundle.task)
+            if bundle.task is not None:
+                from .tasks import make_task
+                return bundle, make_task(bundle.task), []
+            from .further import pair_data  # a saved translation model on a (new) file of pairs
+            data, held_out = pair_data(bundle, self.tsv, self.seed)
+            return bundle, data, held_out
         if self.spec is not None:
             from .train import new_task_bundle
             bundle, task = new_task_bundle(self.spec, self.name, seed=self.seed, **self.model_options)
-            return bundle, task
+            return bundle, task, []
         from .recipes import translation_setup
-        bundle, data, _ = translation_setup(self.tsv, self.name, self.model_options, seed=self.seed,
-                                            max_tokens=self.max_tokens, min_freq=self.min_freq)
-        return bundle, data
+        return translation_setup(self.tsv, self.name, self.model_options, seed=self.seed,
+                                 max_tokens=self.max_tokens, min_freq=self.min_freq)
 
 
 @dataclass(frozen=True)
@@ -168,7 +176,8 @@ def _train(order: Order, stop: threading.Event, send) -> None:
     result = trainer.run(order.steps)
     message = {"steps": f"trained {result.steps:,} steps",
                "target": f"reached the target accuracy at step {result.steps:,}",
-               "time": "time limit reached", "stopped": f"stopped at step {result.steps:,}"}[result.reason]
+               "time": "time limit reached", "stopped": f"stopped at step {result.steps:,}",
+               "plateau": f"validation stopped improving: ended at step {result.steps:,}"}[result.reason]
     state = io.BytesIO()
     torch.save(trainer.state(), state)
     send(("done", "stopped" if result.reason == "stopped" else "finished", message,

@@ -275,6 +275,7 @@ class TrainingJob:
         self._latest_frame: Snapshot | None = None  # the probe at the latest evaluation
         self._probe_every = probe_every or max(1, min(50, cfg.steps // max_snapshots))
         self._train_sample = train_sample
+        self.held_out: list[tuple[str, str]] = []  # translation: the validation pairs as text (for BLEU)
         self._snapshot: ModelBundle | None = None
         self._checkpoint: bytes | None = None
         self._resume: bytes | None = None
@@ -545,12 +546,14 @@ def bundle_job(bundle: ModelBundle, cfg: TrainConfig, probe: str | None = None,
 
 
 def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: TrainConfig,
-                    epochs: float | None = None, max_tokens: int = 24, min_freq: int = 2,
+                    epochs: float | None = None, max_tokens: int = 40, min_freq: int = 2,
                     publish: Callable[[ModelBundle], None] | None = None,
-                    limits: Limits = LIMITS) -> TrainingJob:
+                    limits: Limits = LIMITS, probe: str | None = None, auto: bool = False) -> TrainingJob:
     """A (not yet started) job training a fresh translation model on uploaded TSV bytes.
 
-    With `epochs`, the number of steps is computed from the training set size (and still limited)."""
+    With `epochs`, the number of steps is computed from the training set size (and still limited); with
+    `auto`, the run length, evaluation interval and plateau stop come from the data as on the CLI
+    (recipes.translation_run). The job's `held_out` keeps the validation pairs as text (for BLEU)."""
     if len(tsv) > limits.max_tsv_bytes:
         raise ExplorerError(f"the file is {len(tsv):,} bytes; the limit is {limits.max_tsv_bytes:,}")
     if max_tokens > limits.max_tokens:
@@ -560,17 +563,31 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
     registry().check_memory(training_memory(len(tsv)))
     recipe = job_process.Recipe(name, dict(model_options), tsv=tsv, max_tokens=max_tokens, min_freq=min_freq,
                                 seed=cfg.seed)
-    bundle, data = recipe.build()
-    if epochs is not None:
+    bundle, data, held_out = recipe.setup()
+    if probe is not None:
+        bundle.prepare(probe)  # an unusable probe is refused now, with the reason
+    if auto:
+        cfg = automatic_length(cfg, training_pairs(data), limits)
+    elif epochs is not None:
         n = training_pairs(data)
         steps = max(1, math.ceil(epochs * n / cfg.batch_size))
         if steps > limits.max_steps:
             raise ExplorerError(f"{epochs:g} epochs of {n:,} pairs is {steps:,} steps; the limit is "
                                 f"{limits.max_steps:,}")
         cfg = replace(cfg, steps=steps, eval_every=eval_interval(steps, cfg.eval_every))
-    job = TrainingJob(recipe, bundle, cfg, data.probe_text(), publish=publish)
+    job = TrainingJob(recipe, bundle, cfg, probe or data.probe_text(), probe=probe, publish=publish)
     job.memory = _job_memory(bundle, cfg, len(tsv), 2 * max_tokens + 2)
+    job.held_out = held_out
     return job
+
+
+def automatic_length(cfg: TrainConfig, pairs: int, limits: Limits) -> TrainConfig:
+    """`cfg` with the CLI's data-sized run: steps, evaluation interval and plateau stop (explorer/defaults.py)."""
+    from .recipes import translation_run
+    fields = translation_run({"steps": None, "batch_size": cfg.batch_size, "stop_patience": cfg.stop_patience or None,
+                              "eval_every": None}, pairs)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return replace(cfg, **{**fields, "steps": min(fields["steps"], limits.max_steps)})
 
 
 def training_pairs(data: DataSource) -> int:

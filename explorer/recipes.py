@@ -16,7 +16,9 @@ from typing import Any, Sequence
 
 import torch
 
+from . import defaults
 from .bundle import ModelBundle
+from .defaults import LARGE_MODEL, TASK_MODEL_DEFAULTS, TASK_TRAIN_DEFAULTS, TRANSLATION_DATA_DEFAULTS
 from .errors import ExplorerError
 from .model import ModelConfig, seeded_model
 from .distributed import World, usable_cores
@@ -25,26 +27,11 @@ from .train import (Callback, Pair, PairData, TaskData, Trainer, TrainConfig, Tr
                     task_config)
 from .vocab import Vocab
 
-# Defaults that train a good model fast on 2 CPU cores (measured with `python -m explorer train --task
-# reverse --target-accuracy 0.99 --threads 1`, seeds 0-2; benchmarks/RESULTS.md has the full runs).
-# Training on CPU is compute-bound (matrix products are ~45% of a step), so a GRU of 64 takes half the
-# time per step of 128 and needs about as many examples: lengths 5-15 reach 99% exact match after
-# 38-42k examples (300-325 steps) at 64, 29-42k at 128. A one-way encoder is cheaper but needed 61k-205k.
-# The cosine schedule's length matters more than anything else: over 3,000 steps the learning rate stays
-# high and 5-15 needs 1,200 steps; over 800 it needs 300-325, and lengths 20-30 reach 99% in 425-525
-# steps (over 400 they stop at 96%). Evaluating every 25 steps (3,200 examples, the tutorial
-# reference's spacing) stops a run sooner at ~5% of its time; halving the learning rate after two
-# evaluations without a better token accuracy gets the last percent. A curriculum over the first 150 steps
-# (the longest training input grows from min_len to max_len; validation always spans the whole range)
-# cut the source tokens trained on before 99% on 5-15 by 15% over twelve seeds (4.48M against 5.24M);
-# 20-30 still reached 99% in all five seeds tried (400-600 steps).
-MODEL_DEFAULTS: dict[str, Any] = {"embed": 32, "hidden": 64, "attn_dim": 32, "bidirectional": True}
-TRAIN_DEFAULTS: dict[str, Any] = {"steps": 800, "batch_size": 128, "lr": 3e-3, "eval_every": 25,
-                                  "eval_samples": 500, "plateau_patience": 2, "curriculum": 150}
-TRANSLATION_MODEL_DEFAULTS: dict[str, Any] = {"embed": 128, "hidden": 256, "attn_dim": 128, "bidirectional": True,
-                                              "dropout": 0.2}
-TRANSLATION_TRAIN_DEFAULTS: dict[str, Any] = {"steps": 20000, "batch_size": 64, "lr": 2e-3, "eval_every": 1000,
-                                              "eval_samples": 1000, "label_smoothing": 0.1}
+# The defaults live in explorer/defaults.py (torch-free, so `--help` can show them); these names stay for
+# the benchmarks and tests that read them.
+MODEL_DEFAULTS: dict[str, Any] = TASK_MODEL_DEFAULTS
+TRAIN_DEFAULTS: dict[str, Any] = TASK_TRAIN_DEFAULTS
+TRANSLATION_MODEL_DEFAULTS: dict[str, Any] = LARGE_MODEL
 
 
 def auto_threads() -> int:
@@ -62,8 +49,8 @@ def auto_threads() -> int:
     return max(1, min(cores, int(cores - busy + 0.5)))
 
 
-def _pick(args: argparse.Namespace, defaults: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
-    out = dict(defaults)
+def _pick(args: argparse.Namespace, base: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    out = dict(base)
     for key, attr in names.items():
         value = getattr(args, attr, None)
         if value is not None:
@@ -93,8 +80,10 @@ def default_vocab_size(pairs: int) -> int:
 
 
 def translation_setup(path: str | Path | bytes, name: str, model_options: dict[str, Any], seed: int = 0,
-                      src_lang: str | None = None, tgt_lang: str | None = None, max_tokens: int = 40,
-                      min_freq: int = 2, valid_fraction: float = 0.05, max_vocab: int | None = None,
+                      src_lang: str | None = None, tgt_lang: str | None = None,
+                      max_tokens: int = TRANSLATION_DATA_DEFAULTS["max_tokens"],
+                      min_freq: int = TRANSLATION_DATA_DEFAULTS["min_freq"],
+                      valid_fraction: float = TRANSLATION_DATA_DEFAULTS["valid_fraction"], max_vocab: int | None = None,
                       extra: Sequence[tuple[str, str]] = (), extra_repeat: int = 1,
                       ) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
     """A fresh translation model and its data from a TSV file (or uploaded bytes).
@@ -123,7 +112,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     src_sub = SubwordTokenizer.train((s for s, _ in train_text), vocab_size, min_freq)
     tgt_sub = SubwordTokenizer.train((t for _, t in train_text), vocab_size, min_freq)
     src_vocab, tgt_vocab = Vocab(src_sub.vocab), Vocab(tgt_sub.vocab)
-    options = {**TRANSLATION_MODEL_DEFAULTS, **model_options,
+    options = {**defaults.translation_model(len(train_text)), **model_options,
                "max_src_len": max(64, max_tokens * 2), "max_tgt_len": max(64, max_tokens * 2) + 8}
     cfg = ModelConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **options)
     bundle = ModelBundle(name, seeded_model(cfg, seed), src_vocab, tgt_vocab, languages=(src_lang, tgt_lang),
@@ -143,6 +132,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
             valid_tok.append(to_pair(src, tgt))
     probe = next((s for s, _t in train_text if 6 <= len(s.split()) <= 9), train_text[0][0])
     data = PairData([to_pair(s, t) for s, t in train_tok], valid_tok, probe)
+    bundle.examples = pick_examples(bundle, valid_kept)
     return bundle, data, valid_kept
 
 
@@ -159,7 +149,7 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
                    "plateau_patience": "plateau_patience", "curriculum": "curriculum",
                    "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
                    "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples",
-                   "label_smoothing": "label_smoothing"}
+                   "label_smoothing": "label_smoothing", "stop_patience": "stop_patience"}
     if args.task:
         model_options = _pick(args, MODEL_DEFAULTS, model_names)
         cfg = TrainConfig(**_pick(args, TRAIN_DEFAULTS, train_names))
@@ -168,16 +158,18 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
                                              device=device, world=world)
         trainer.close()
         return bundle, result
-    model_options = _pick(args, TRANSLATION_MODEL_DEFAULTS, model_names)
-    cfg = TrainConfig(**_pick(args, TRANSLATION_TRAIN_DEFAULTS, train_names))
+    model_options = _pick(args, {}, model_names)
+    train_options = _pick(args, defaults.TRANSLATION_TRAIN_DEFAULTS, train_names)
     extra = ()
     if args.extra_data:
         from .corpus import load_tsv
         extra = load_tsv(args.extra_data).pairs
-    bundle, data, _ = translation_setup(args.data, name, model_options, seed=cfg.seed, src_lang=args.src_lang,
-                                        tgt_lang=args.tgt_lang, max_tokens=args.max_tokens,
-                                        min_freq=args.min_freq, valid_fraction=args.valid_fraction,
+    data_options = {key: getattr(args, key, None) if getattr(args, key, None) is not None else value
+                    for key, value in TRANSLATION_DATA_DEFAULTS.items()}
+    bundle, data, _ = translation_setup(args.data, name, model_options, seed=train_options.get("seed", 0),
+                                        src_lang=args.src_lang, tgt_lang=args.tgt_lang, **data_options,
                                         max_vocab=args.vocab_size, extra=extra, extra_repeat=args.extra_repeat)
+    cfg = TrainConfig(**translation_run(train_options, len(data._train), getattr(args, "epochs", None)))
     trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world)
     try:
         result = trainer.run()
@@ -189,3 +181,39 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
                        **({"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat}
                           if args.extra_data else {})}
     return bundle, result
+
+
+def translation_run(options: dict[str, Any], pairs: int, epochs: float | None = None) -> dict[str, Any]:
+    """A translation run's TrainConfig fields: `options` (what the user set, over the defaults) with the run
+    length, evaluation interval and plateau stop filled in from the data's size where not set.
+
+    Without explicit steps the run is `epochs` (default defaults.EPOCHS, kept within the floor and ceiling)
+    and stops on a validation plateau; explicit steps (a recipe to reproduce) run in full unless a stop
+    patience is given too."""
+    out = dict(options)
+    automatic = out.get("steps") is None
+    if automatic:
+        out["steps"] = defaults.translation_steps(pairs, int(out.get("batch_size", 64)), epochs)
+        if out.get("stop_patience") is None:
+            out["stop_patience"] = defaults.STOP_PATIENCE
+    if out.get("eval_every") is None:
+        out["eval_every"] = defaults.eval_interval(out["steps"])
+    return out
+
+
+def pick_examples(bundle: ModelBundle, pairs: list[tuple[str, str]],
+                  count: int = defaults.EXAMPLES_KEPT) -> tuple[tuple[str, str], ...]:
+    """Up to `count` held-out pairs for Explore's Examples and Random (kept in the checkpoint): first those
+    whose every source word the model knows, in the split's order."""
+    from .further import known_token
+    known, other = [], []
+    for source, target in pairs:
+        try:
+            prepared = bundle.prepare(source)
+            reads = not prepared.unknown and all(known_token(t, bundle.src_vocab) for t in prepared.tokens)
+            (known if reads else other).append((source, target))
+        except ExplorerError:
+            continue
+        if len(known) >= count:
+            break
+    return tuple((known + other)[:count])

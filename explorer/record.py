@@ -36,8 +36,9 @@ class Intervention:
         return self.temperature == 1.0 and not self.masked and not self.pins and not self.forced
 
     def to_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "masked": list(self.masked),
-                "pins": [list(p) for p in self.pins], "forced": [list(f) for f in self.forced]}
+        """As the user gave it: steps and positions counted from 1, like the CLI's flags, URLs and pages."""
+        return {"temperature": self.temperature, "masked": [i + 1 for i in self.masked],
+                "pins": [[t + 1, i + 1] for t, i in self.pins], "forced": [[t + 1, tok] for t, tok in self.forced]}
 
 
 @dataclass(frozen=True, eq=False)

@@ -30,7 +30,7 @@ def _controls(intervention: Intervention, source_len: int, steps: int,
         raise ExplorerError(f"temperature must be a positive number, got {intervention.temperature}")
     for pos in intervention.masked:
         if not 0 <= pos < source_len:
-            raise ExplorerError(f"cannot mask position {pos}: the input has positions 0–{source_len - 1}")
+            raise ExplorerError(f"cannot mask position {pos + 1}: the input has positions 1–{source_len}")
     if len(set(intervention.masked)) >= source_len:
         raise ExplorerError("at least one input position must stay visible to attention")
     mask = None
@@ -41,9 +41,9 @@ def _controls(intervention: Intervention, source_len: int, steps: int,
     per_step: dict[int, Control] = {}
     for t, pos in intervention.pins:
         if not 0 <= pos < source_len:
-            raise ExplorerError(f"cannot pin attention to position {pos}: the input has positions 0–{source_len - 1}")
+            raise ExplorerError(f"cannot pin attention to position {pos + 1}: the input has positions 1–{source_len}")
         if not 0 <= t < steps:
-            raise ExplorerError(f"cannot pin at step {t}: decoding has steps 0–{steps - 1}")
+            raise ExplorerError(f"cannot pin at step {t + 1}: decoding has steps 1–{steps}")
         per_step[t] = Control(intervention.temperature, mask, torch.tensor([pos], device=device))
     needs_base = bool(intervention.masked) or intervention.temperature != 1.0
     return (base if needs_base else None), per_step
@@ -70,7 +70,7 @@ def trace(bundle: ModelBundle, source: str | Prepared, intervention: Interventio
         if token not in bundle.tgt_vocab:
             raise ExplorerError(f"cannot force {token!r}: the model has no such output token")
         if not 0 <= t < max_len:
-            raise ExplorerError(f"cannot force a token at step {t}")
+            raise ExplorerError(f"cannot force a token at step {t + 1}: decoding has steps 1–{max_len}")
         forced[t] = bundle.tgt_vocab.id(token)
     src = torch.tensor([prepared.ids], dtype=torch.long, device=device)
     memory = model.encode(src, torch.tensor([len(prepared.ids)], device=device))

@@ -54,6 +54,7 @@ class TrainConfig:
     #                              other fresh samples reach it too (0: validation alone decides)
     max_seconds: float | None = None
     label_smoothing: float = 0.0  # share of each target's probability spread over the vocabulary (translation)
+    stop_patience: int = 0  # stop after this many evaluations without a better validation token accuracy (0: off)
 
     def __post_init__(self) -> None:
         problems = []
@@ -77,6 +78,8 @@ class TrainConfig:
             problems.append("plateau patience must be 0 (off) or more")
         if not 0.0 <= self.label_smoothing < 1.0:
             problems.append("label smoothing must be in [0, 1)")
+        if self.stop_patience < 0:
+            problems.append("stop patience must be 0 (off) or more")
         if problems:
             raise ExplorerError("; ".join(problems))
 
@@ -338,7 +341,7 @@ class TrainResult:
     steps: int
     examples: int
     seconds: float
-    reason: str  # "steps", "target", "time", "stopped"
+    reason: str  # "steps", "target", "time", "stopped", "plateau"
     metrics: Metrics
     history: list[dict] = field(default_factory=list)
     processes: int = 1  # ranks that trained it together (explorer/distributed.py)
@@ -393,6 +396,8 @@ class Trainer:
         self._lr_scale = 1.0  # halved on each plateau (cfg.plateau_patience)
         self._best_token_accuracy = -1.0
         self._stale_evaluations = 0
+        self._best_for_stop = -1.0
+        self._evaluations_since_best = 0
         self._agreed_stop = False  # a run of several ranks: some rank was asked to stop (agreed at each step)
         self._agreed_time_up = False
         self._attempts = 0  # confirmations so far (each scores a set of its own)
@@ -449,6 +454,17 @@ class Trainer:
         if self._stale_evaluations >= self.cfg.plateau_patience:
             self._lr_scale *= 0.5
             self._stale_evaluations = 0
+
+    def _plateaued(self, metrics: Metrics) -> bool:
+        """Whether validation token accuracy has not improved for `stop_patience` scheduled evaluations
+        (a fixed file of pairs: once it stops improving, more steps only fit the training pairs)."""
+        if not self.cfg.stop_patience:
+            return False
+        if metrics.token_accuracy > self._best_for_stop:
+            self._best_for_stop, self._evaluations_since_best = metrics.token_accuracy, 0
+            return False
+        self._evaluations_since_best += 1
+        return self._evaluations_since_best >= self.cfg.stop_patience
 
     def _target_in_sight(self) -> bool:
         """Whether to evaluate before the next scheduled evaluation: the last training batch was exactly right
@@ -608,6 +624,7 @@ class Trainer:
         """Train up to `steps` more steps (default the config's), stopping early on target, time or stop flag."""
         steps = self.cfg.steps if steps is None else steps
         self._total = self.step + steps
+        self._evaluations_since_best = 0  # a continued run gets its full patience again
         with SEED_LOCK:  # not while another thread is initialising a model from its seed
             torch.manual_seed(self.cfg.seed + self.step)  # for anything that still draws from the shared one
         self.model.draw_dropout_from(self.dropout_generator)  # this job's own draws, whatever runs beside it
@@ -640,6 +657,9 @@ class Trainer:
                         self._watch_plateau(progress.metrics)
                     if self._confirmed(progress.metrics):
                         reason = "target"
+                        break
+                    if scheduled and self._plateaued(progress.metrics):
+                        reason = "plateau"
                         break
                 if self._time_up():
                     reason = "time"

@@ -170,8 +170,27 @@ def check_intervention(bundle: ModelBundle, request: "Request") -> None:
 
 # --- inputs --------------------------------------------------------------------------------------
 
+EXAMPLES_SHOWN = 8  # of a model's own held-out pairs, offered as examples (Random draws from all of them)
+
+
+def own_examples(bundle: ModelBundle) -> list[str]:
+    """The sources of the held-out pairs the model's checkpoint keeps (its own data), those it can read."""
+    out = []
+    for source, _target in bundle.examples:
+        try:
+            bundle.prepare(source)
+        except ExplorerError:
+            continue
+        out.append(source)
+    return out
+
+
 def example_inputs(bundle: ModelBundle) -> list[str]:
-    """A few inputs that suit the model: the task's examples, or sentences whose words it knows."""
+    """A few inputs that suit the model: from its own held-out data when its checkpoint keeps some, else the
+    task's examples, or sentences whose words it knows."""
+    own = own_examples(bundle)
+    if own:
+        return own[:EXAMPLES_SHOWN]
     if bundle.task_obj is not None:
         limit = bundle.model.cfg.max_src_len
         return [e for e in bundle.task_obj.examples() if len(bundle.tokenize_source(e)) <= limit]
@@ -188,6 +207,9 @@ def example_inputs(bundle: ModelBundle) -> list[str]:
 def random_input(bundle: ModelBundle, rng: random.Random) -> str:
     """A fresh input: a random sample of the task (lengths it was trained on), or a random example sentence."""
     task = bundle.task_obj
+    own = own_examples(bundle)
+    if own and task is None:
+        return rng.choice(own)
     if task is None:
         return rng.choice(example_inputs(bundle))
     limit = bundle.model.cfg.max_src_len

@@ -120,6 +120,34 @@ def test_no_models_is_a_message(tmp_path, monkeypatch):
         assert any("No model yet" in i.value for i in at.info)
 
 
+def test_two_translation_models_get_bleu_and_chrf_on_the_same_pairs(pretrained, short_curve):
+    """Issue 26: BLEU and chrF (sacrebleu) for two translation models of one language pair, on the pairs
+    one of them keeps; a toy model beside them gets no such table."""
+    from explorer.recipes import translation_setup
+    from explorer.evaluation import score_pairs
+    from tests import pig_latin
+    tsv = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)).encode()
+    models = SessionModels()
+    for seed in (0, 1):
+        bundle, _, _ = translation_setup(tsv, f"pig-{seed}", {"embed": 8, "hidden": 16, "attn_dim": 8}, seed=seed)
+        models.put(bundle)
+    at = app_test_run()
+    at.session_state["models"] = models
+    at.run()
+    assert not any("pairs scored" in d.value.columns for d in at.dataframe)  # reverse vs reverse-none: toy models
+    at.selectbox(key="compare_model_a").set_value("pig-0").run()
+    at.selectbox(key="compare_model_b").set_value("pig-1").run()
+    no_exception(at)
+    table = app_support.frame_with(at, "pairs scored")
+    expected = score_pairs(models.get("pig-1"), list(models.get("pig-0").examples))
+    assert table.loc["pig-1", "BLEU"] == pytest.approx(round(expected["bleu"], 1))
+    assert table.loc["pig-1", "chrF"] == pytest.approx(round(expected["chrf"], 1))
+    assert set(table.index) == {"pig-0", "pig-1"} and table.loc["pig-0", "pairs scored"] == expected["n"]
+    at.radio(key="compare_score_pairs").set_value("a TSV file").run()
+    no_exception(at)
+    assert any("upload a TSV file" in e.value for e in at.error)
+
+
 def test_the_shipped_translation_twins_draw_bleu_by_sentence_length():
     """The real shipped folder: eng-fra and eng-fra-none's stored curves, drawn without computing anything."""
     at = app_test_run()

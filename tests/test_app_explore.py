@@ -556,3 +556,31 @@ def test_a_subword_model_shows_its_pieces_and_a_words_view(models_dir):
     words = figure(at, "explore_words")
     assert np.allclose(decode(words["data"][0]["z"]), expected.word_weights(), atol=1e-6)
     assert words["data"][0]["x"][3] == "4:use"
+
+
+def test_a_model_of_your_own_data_offers_its_own_sentences(models_dir):
+    """A checkpoint that keeps held-out pairs (issue 26): Examples and Random come from them, not from the
+    English sentences a pig-latin model cannot read. (Shipped here: AppTest cannot rerun a selectbox whose
+    labels are formatted, as a session model's are.)"""
+    from explorer.recipes import translation_setup
+    from tests import pig_latin
+    tsv = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)).encode()
+    bundle, _, _ = translation_setup(tsv, "pig", {"embed": 8, "hidden": 16, "attn_dim": 8})
+    path = models_dir / "pig.safetensors"  # the app's shipped folder: written as the lead ships a model
+    path.write_bytes(checkpoint.to_bytes(bundle))
+    st.cache_resource.clear()
+    try:
+        at = open_app(models_dir, model="pig")
+        assert state(at, "model") == "pig"
+        sources = [s for s, _ in bundle.examples]
+        assert state(at, "input") == sources[0]
+        assert at.pills(key="explore_example").options == sources[:8]
+        seen = set()
+        for _ in range(6):
+            at.button(key="explore_random").click()
+            ok(at)
+            seen.add(state(at, "input"))
+        assert seen <= set(sources) and len(seen) > 1 and not errors(at)
+    finally:
+        path.unlink()
+        st.cache_resource.clear()

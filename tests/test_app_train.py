@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import checkpoint, jobs
 from explorer.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
+from tests import pig_latin
 from tests.app_support import show_page
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -211,7 +212,7 @@ def test_a_bad_checkpoint_upload_is_refused_with_a_message_and_a_good_one_is_add
 def test_a_bad_tsv_is_refused_with_line_numbers():
     at = train_page()
     at.radio(key="train_source").set_value("Translation (your TSV file)").run()
-    assert at.radio(key="train_unit").value == "epochs"
+    assert at.radio(key="train_unit").value == "auto"  # the run length comes from the data
     at.file_uploader(key="train_tsv").set_value(("pairs.tsv", b"only one column\nstill one\n", "text/plain"))
     at.run()
     assert not at.exception
@@ -231,6 +232,8 @@ def test_translation_from_an_uploaded_tsv_trains():
     at = train_page()
     at.radio(key="train_source").set_value("Translation (your TSV file)").run()
     at.file_uploader(key="train_tsv").set_value(("go.tsv", rows.encode(), "text/plain"))
+    at.run()
+    at.radio(key="train_unit").set_value("epochs").run()
     for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch": 8}.items():
         at.number_input(key=key).set_value(value)
     at.number_input(key="train_epochs").set_value(2.0)
@@ -257,3 +260,162 @@ def test_the_job_ends_when_its_session_goes_away(no_jobs_left):
         assert time.monotonic() < deadline, "the reaper did not stop the abandoned job"
         time.sleep(0.1)
     assert running.state == jobs.STOPPED and no_jobs_left.running() == 0
+
+
+# --- your own data (issue 26) ---------------------------------------------------------------------------
+
+PIG = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)).encode()
+
+
+def upload_pig(at: AppTest) -> None:
+    at.radio(key="train_source").set_value("Translation (your TSV file)").run()
+    at.file_uploader(key="train_tsv").set_value(("pig.tsv", PIG, "text/plain")).run()
+
+
+def test_a_small_file_gets_the_clis_defaults_a_run_sized_by_the_data_and_the_typed_probe():
+    from explorer import defaults
+    at = train_page()
+    upload_pig(at)
+    assert not at.exception
+    assert at.number_input(key="train_hidden").value == defaults.SMALL_MODEL["hidden"]
+    assert at.number_input(key="train_max_tokens").value == defaults.TRANSLATION_DATA_DEFAULTS["max_tokens"]
+    assert at.number_input(key="train_min_freq").value == defaults.TRANSLATION_DATA_DEFAULTS["min_freq"]
+    probe = pig_latin.pairs(300)[5][0]
+    at.text_input(key="train_probe").set_value(probe).run()
+    at.button(key="train_start").click().run()
+    assert not at.error, at.error[0].value
+    started = job(at)
+    started.stop()
+    started.join(30)
+    cfg = started.config
+    assert cfg.steps == defaults.MIN_STEPS and cfg.stop_patience == defaults.STOP_PATIENCE  # 300 pairs: the floor
+    assert started.probe_text == probe
+    assert started.snapshot().examples, "the checkpoint keeps held-out pairs for Explore"
+
+
+def test_an_unreadable_probe_sentence_is_refused_with_a_message():
+    at = train_page()
+    upload_pig(at)
+    at.text_input(key="train_probe").set_value(" ").run()
+    at.text_input(key="train_probe").set_value("x" * 2000).run()
+    at.button(key="train_start").click().run()
+    assert "train_job" not in at.session_state and "characters; the limit" in at.error[0].value
+
+
+def test_a_finished_translation_shows_bleu_and_chrf_beside_exact_match():
+    at = train_page()
+    upload_pig(at)
+    at.radio(key="train_unit").set_value("steps").run()
+    for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch": 16,
+                       "train_steps": 20}.items():
+        at.number_input(key=key).set_value(value)
+    at.run()
+    at.button(key="train_start").click().run()
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert {"Held-out pairs", "Exact match", "BLEU", "chrF"} <= set(metrics)
+    assert 0 <= float(metrics["BLEU"]) <= 100 and 0 <= float(metrics["chrF"]) <= 100
+    assert int(metrics["Held-out pairs"]) == 15  # 5 % of 300
+
+
+def test_continue_stops_at_the_target_when_stop_at_target_is_on():
+    at = train_page()
+    set_tiny(at, steps=20)
+    at.button(key="train_start").click().run()
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    at.checkbox(key="train_use_target").set_value(True).run()
+    at.number_input(key="train_target").set_value(1.0).run()
+    at.number_input(key="train_more_steps").set_value(3000).run()
+    at.button(key="train_continue").click().run()
+    run_until(at, lambda: job(at).state != jobs.RUNNING, timeout=120)
+    assert "reached the target" in job(at).view().message
+    assert job(at).step < 20 + 3000
+
+
+def test_a_run_still_improving_at_its_end_is_called_undertrained_and_continue_trains_on():
+    """Issue 26: the page says plainly when a finished model is undertrained and points at Continue."""
+    at = train_page()
+    set_tiny(at, steps=60)  # stopped while validation still climbs (40-60 steps)
+    at.button(key="train_start").click().run()
+    run_until(at, lambda: job(at).state != jobs.RUNNING, timeout=120)
+    evals = job(at).view().evals
+    rise = evals[-1].valid_token - max(e.valid_token for e in evals if e.step <= 0.75 * evals[-1].step)
+    warned = [w.value for w in at.warning if "Undertrained" in w.value]
+    assert (rise >= 0.01) == bool(warned), (rise, warned)  # the page's verdict is the rule's, on these numbers
+    assert warned and "Continue training" in warned[0], [(e.step, e.valid_token, e.train_exact, e.valid_exact) for e in evals]
+    at.number_input(key="train_more_steps").set_value(20).run()
+    at.button(key="train_continue").click().run()
+    run_until(at, lambda: job(at).state != jobs.RUNNING, timeout=120)
+    assert job(at).step == 80
+
+
+def test_a_refused_continue_leaves_the_model_as_it_was():
+    at = train_page()
+    set_tiny(at, steps=10)
+    at.button(key="train_start").click().run()
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    models = at.session_state["models"]
+    before = (models.get("reverse-trained"), models.version("reverse-trained"), job(at).step)
+    at.number_input(key="train_more_steps").set_value(jobs.LIMITS.max_steps).run()
+    at.button(key="train_continue").click().run()
+    assert "over the limit" in at.error[0].value
+    assert (models.get("reverse-trained"), models.version("reverse-trained"), job(at).step) == before
+
+
+def test_the_upload_result_stays_in_view_with_its_section_open(make_random_bundle):
+    at = train_page()
+    assert not at.expander[-1].proto.expanded
+    at.file_uploader(key="train_upload").set_value(("mine.safetensors", checkpoint.to_bytes(make_random_bundle()),
+                                                    "application/octet-stream")).run()
+    upload = [e for e in at.expander if e.label == "Upload a checkpoint"][0]
+    assert upload.proto.expanded and any("Added" in s.value for s in upload.success)
+    at.run()  # and on every later rerun
+    upload = [e for e in at.expander if e.label == "Upload a checkpoint"][0]
+    assert upload.proto.expanded and any("Added" in s.value for s in upload.success)
+
+
+def test_an_uploaded_checkpoint_trains_further_and_the_original_stays(make_random_bundle):
+    import torch
+    at = train_page()
+    original = make_random_bundle()
+    at.file_uploader(key="train_upload").set_value(("mine.safetensors", checkpoint.to_bytes(original),
+                                                    "application/octet-stream")).run()
+    at.selectbox(key="train_base").set_value("mine").run()
+    assert at.number_input(key="train_hidden").disabled  # its architecture is kept
+    at.number_input(key="train_steps").set_value(12).run()
+    at.checkbox(key="train_use_target").set_value(False).run()
+    at.button(key="train_start").click().run()
+    assert not at.error, at.error[0].value
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    models = at.session_state["models"]
+    assert models.names() == ["mine", "mine-more"]
+    more, mine = models.get("mine-more"), models.get("mine")
+    assert more.training["steps_done"] == 12 and more.model.cfg == mine.model.cfg
+    assert any(not torch.equal(a, b) for a, b in zip(more.model.parameters(), mine.model.parameters()))
+    for a, b in zip(mine.model.parameters(), original.model.parameters()):
+        assert torch.equal(a, b), "the uploaded model is unchanged"
+
+
+def test_a_translation_model_trains_further_only_on_a_file_it_can_read():
+    from explorer.recipes import translation_setup
+    bundle, _, _ = translation_setup(PIG, "pig", {"embed": 8, "hidden": 16, "attn_dim": 8})
+    at = train_page()
+    at.file_uploader(key="train_upload").set_value(("pig.safetensors", checkpoint.to_bytes(bundle),
+                                                    "application/octet-stream")).run()
+    at.selectbox(key="train_base").set_value("pig").run()
+    assert at.radio(key="train_source").value == "Translation (your TSV file)"
+    at.radio(key="train_unit").set_value("steps").run()
+    at.number_input(key="train_steps").set_value(5).run()
+    at.button(key="train_start").click().run()
+    assert "upload a TSV file" in at.error[0].value and "train_job" not in at.session_state
+    other = "".join(f"привет {w}\tздравствуй {w}\n" for w in ("дом", "кот", "лес") * 10).encode()
+    at.file_uploader(key="train_tsv").set_value(("fr.tsv", other, "text/plain")).run()
+    at.button(key="train_start").click().run()
+    assert "vocabulary does not fit pig" in at.error[0].value and "train_job" not in at.session_state
+    more = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(200, seed=7)).encode()
+    at.file_uploader(key="train_tsv").set_value(("more.tsv", more, "text/plain")).run()
+    at.button(key="train_start").click().run()
+    assert not at.error, at.error[0].value
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    assert job(at).state == jobs.FINISHED and at.session_state["models"].get("pig-more") is not None

@@ -102,3 +102,27 @@ def test_no_text_is_cut_off_on_the_other_pages_in_a_narrower_window(server, widt
             wait_idle(page, settle=1000)
             wait_charts(page)
             assert clipped_text(page) == [], path
+
+
+def test_an_uploaded_checkpoints_result_stays_in_view(server, tmp_path):
+    """Issue 26: uploading a checkpoint closed its section and hid "Added …" / "This file was refused: …"."""
+    from explorer import checkpoint
+    from explorer.recipes import translation_setup
+    from tests import pig_latin
+    tsv = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)).encode()
+    bundle, _, _ = translation_setup(tsv, "pig", {"embed": 8, "hidden": 16, "attn_dim": 8})
+    good = checkpoint.save(bundle, tmp_path / "pig")
+    bad = tmp_path / "model.pt"
+    bad.write_bytes(b"\x80\x04\x95 pickled torch model")
+    with chromium(width=1400, height=2400) as page:
+        page.goto(server.url + "/train")
+        wait_idle(page, settle=1000)
+        page.get_by_text("Upload a checkpoint").click()
+        wait_idle(page)
+        for path, message in ((bad, "This file was refused"), (good, "to this session's models")):
+            page.locator('[data-testid="stFileUploaderDropzoneInput"]').last.set_input_files(str(path))
+            wait_idle(page, settle=1500)
+            shown = page.get_by_text(message)
+            assert shown.count() and shown.first.is_visible(), message
+            set_number(page, "Seed", "3")  # another widget reruns the page: the section stays open on its result
+            assert page.get_by_text(message).first.is_visible(), message

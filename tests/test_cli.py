@@ -81,8 +81,9 @@ def test_train_shows_progress_and_writes_a_checkpoint(cli_training):
     out, err = decoded(result)
     assert result.returncode == 0, err
     assert "Traceback" not in out + err
-    progress = [line for line in err.splitlines() if line.startswith("step")]
-    assert len(progress) == 2 and "/40" in progress[0] and "loss" in progress[0] and "exact" in progress[0]
+    evaluations = [line for line in err.splitlines() if line.startswith("validation at step")]
+    assert len(evaluations) == 2 and "exact" in evaluations[0] and "token" in evaluations[0]
+    assert err.splitlines()[-1].startswith("done: 40 steps") and str(path) in err.splitlines()[-1]
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["checkpoint"] == str(path) and summary["steps"] == 40
     assert summary["stopped_because"] in ("steps", "target")
@@ -252,10 +253,20 @@ OPTION_CASES = {
                         "temperature must be a positive number"),
     "mask out of range": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--mask", "5"],
                           "cannot mask position 5"),
-    "mask everything": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--mask", "0", "--mask", "1"],
+    "mask everything": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--mask", "1", "--mask", "2"],
                         "at least one input position must stay visible"),
     "bad pin": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--pin", "x"], "--pin expects STEP:VALUE"),
-    "unknown forced token": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--force", "0:z"],
+    "mask 0": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--mask", "0"],
+               "--mask position 0 is not allowed: steps and positions count from 1"),
+    "pin step 0": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--pin", "0:1"],
+                   "--pin step 0 is not allowed: steps and positions count from 1"),
+    "pin position not a number": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--pin", "1:x"],
+                                  "--pin expects STEP:VALUE with two whole numbers (STEP:POSITION), got '1:x'"),
+    "pin past the input": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--pin", "1:3"],
+                           "cannot pin attention to position 3: the input has positions 1–2"),
+    "epochs for a toy task": (["train", "--task", "copy", "--out", "{tmp}/x", "--epochs", "3"],
+                              "--epochs is for --data"),
+    "unknown forced token": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--force", "1:z"],
                              "cannot force 'z'"),
     "bad target": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--target", "1b"], "unknown symbol 'b'"),
 }
@@ -272,6 +283,173 @@ def test_a_bad_option_exits_2_with_one_line(cli_checkpoint, tmp_path, capsys, ar
     assert list(tmp_path.iterdir()) == [], "nothing was written"
 
 
+# --- a CLI that explains itself (issue 26) -----------------------------------------------------------------
+
+def _subcommands():
+    from explorer.__main__ import _parser
+    parser = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    return sub.choices
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "trace", "translate", "info"])
+def test_every_flag_explains_itself_and_shows_its_default(command, capsys):
+    parser = _subcommands()[command]
+    one_of = {a for g in parser._mutually_exclusive_groups if g.required for a in g._group_actions}
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        assert action.help, f"{command} {action.option_strings[0]} has no help text"
+        assert len(action.help) >= 12, f"{command} {action.option_strings[0]}: {action.help!r}"
+        if action.required or action in one_of or action.default in (False, []):
+            continue
+        shown = parser.formatter_class("x")._get_help_string(action) % {"default": action.default}
+        assert "default" in shown, f"{command} {action.option_strings[0]} does not show its default: {shown!r}"
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    assert "(default: None)" not in text
+
+
+def test_train_help_shows_the_shared_defaults(capsys):
+    from explorer import defaults
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"--steps STEPS optimisation steps (default: toy tasks: {defaults.TASK_TRAIN_DEFAULTS['steps']};" in text
+    assert f"--max-tokens MAX_TOKENS translation: longest sentence kept, in subword pieces (default: " \
+           f"{defaults.TRANSLATION_DATA_DEFAULTS['max_tokens']})" in text
+    assert f"{defaults.MIN_STEPS:,}–{defaults.MAX_STEPS:,} steps" in text
+
+
+@pytest.mark.parametrize("command", ["eval", "trace", "translate", "info"])
+def test_checkpoint_help_says_name_or_path_and_lists_the_shipped_names(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "NAME" in text and "PATH" in text
+    for name in SHIPPED:
+        assert name in text
+
+
+def test_trace_help_and_readme_state_the_counting_base(capsys):
+    with pytest.raises(SystemExit):
+        main(["trace", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "count from 1" in text and "--mask 1 hides the first input symbol" in text
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert "count from 1" in readme
+
+
+def test_the_out_path_works_as_the_checkpoint(cli_checkpoint, capsys):
+    """train --out DIR/cli-copy wrote DIR/cli-copy.safetensors; the same path, as given, finds it."""
+    given = str(cli_checkpoint.with_suffix(""))
+    assert not given.endswith(".safetensors")
+    assert main(["info", "--checkpoint", given]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "cli-copy"
+    assert main(["trace", "--checkpoint", given, "--input", "12"]) == 0
+
+
+def test_positions_and_steps_count_from_1(cli_checkpoint, capsys):
+    ckpt = str(cli_checkpoint)
+    assert main(["trace", "--checkpoint", ckpt, "--input", "1234", "--mask", "1", "--pin", "2:3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    weights = data["weights"]
+    assert all(row[0] == 0 for row in weights), "--mask 1 hides the first position"
+    assert weights[1][2] == pytest.approx(1.0), "--pin 2:3 puts step 2's attention on position 3"
+    assert data["intervention"]["masked"] == [1] and data["intervention"]["pins"] == [[2, 3]]
+    assert main(["trace", "--checkpoint", ckpt, "--input", "1234", "--pin", "1:4"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "step" in line]
+    assert lines[0].lstrip().startswith("step  1:") and lines[0].endswith("(α=1.000)")
+    assert "at position 4" in lines[0]
+
+
+def test_info_saved_at_is_when_the_file_was_saved(cli_checkpoint, capsys, monkeypatch):
+    header = json.loads(json.loads(cli_checkpoint.read_bytes()[8: 8 + int.from_bytes(
+        cli_checkpoint.read_bytes()[:8], "little")])["__metadata__"]["explorer"])
+    import time
+    monkeypatch.setattr(time, "gmtime", lambda *a: time.struct_time((2001, 1, 2, 3, 4, 5, 1, 2, 0)))
+    assert main(["info", "--checkpoint", str(cli_checkpoint)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["saved_at"] == header["saved_at"] and not info["saved_at"].startswith("2001")
+    again = checkpoint.from_bytes(checkpoint.to_bytes(checkpoint.load(cli_checkpoint)), "again")
+    assert again.saved_at.startswith("2001-01-02T03:04:05"), "a new save stamps its own time"
+
+
+def test_quiet_training_prints_nothing_on_stderr(tmp_path, capsys):
+    argv = ["train", *TRAIN_ARGS[:TRAIN_ARGS.index("--steps")], "--steps", "4", "--batch-size", "8", "--embed", "4",
+            "--hidden", "8", "--attn-dim", "4", "--eval-every", "2", "--eval-samples", "8", "--threads", "1",
+            "--processes", "1", "--out", str(tmp_path / "q"), "--quiet"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and json.loads(out)["steps"] <= 4
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Step:
+    def __init__(self, step: int, total: int = 100) -> None:
+        self.step, self.total_steps, self.loss, self.examples_per_second, self.metrics = step, total, 0.5, 64.0, None
+
+
+def test_progress_prints_a_line_at_least_every_5_seconds_with_eta():
+    import io
+
+    from explorer.progress import ConsoleProgress
+    clock, out = FakeClock(), io.StringIO()
+    progress = ConsoleProgress(stream=out, bar=False, clock=clock)
+    for step in range(1, 101):
+        clock.now = step * 0.6  # 0.6 s a step: 60 s in all
+        progress.on_step(Step(step))
+    lines = out.getvalue().splitlines()
+    assert 11 <= len(lines) <= 13, lines
+    first = lines[0]
+    assert first.startswith("step 10/100") or first.startswith("step 9/100"), first
+    for key in ("loss 0.5000", "64 ex/s", "elapsed 5s", "ETA "):
+        assert key in first, first
+    assert "ETA 54s" in lines[0] or "ETA 55s" in lines[0], lines[0]
+
+
+def test_progress_on_a_terminal_is_a_bar_redrawn_in_place_and_quiet_is_silent():
+    import io
+
+    from explorer.progress import ConsoleProgress
+    clock, out = FakeClock(), io.StringIO()
+    progress = ConsoleProgress(stream=out, bar=True, clock=clock)
+    for step in range(1, 11):
+        clock.now = step * 1.0
+        progress.on_step(Step(step, 10))
+    text = out.getvalue()
+    assert text.count("\r") >= 9 and "\n" not in text and "[" + "#" * 24 + "]" in text
+    quiet = io.StringIO()
+    silent = ConsoleProgress(stream=quiet, quiet=True, clock=clock)
+    silent.on_step(Step(1))
+    silent.message("x")
+    assert quiet.getvalue() == ""
+
+
+def test_a_300_pair_file_trains_a_useful_model_with_the_defaults(tmp_path, capsys):
+    """English -> pig latin, 300 pairs, no flag but the data: the run length comes from the data (the old
+    default of a few epochs taught nothing) and it ends on a validation plateau or the step floor."""
+    from tests import pig_latin
+    data = pig_latin.write_tsv(tmp_path / "pig.tsv", 300)
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "pig"), "--threads", "1", "--processes", "1",
+                 "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["exact_match"] >= 0.6, summary
+    assert summary["stopped_because"] in ("plateau", "steps")
+    bundle = checkpoint.load(tmp_path / "pig")
+    assert bundle.training["stop_patience"] > 0 and bundle.training["steps"] >= 1500
+    assert bundle.examples and all(s in dict(pig_latin.pairs(300)) for s, _ in bundle.examples)
+
+
 def test_default_processes_fall_back_to_one_where_ranks_cannot_be_forked(tmp_path, monkeypatch, capsys):
     """main() called from a threaded program (a test runner, a notebook) trains in one process by default
     instead of refusing; an explicit --processes 2 is still refused there with one line."""
@@ -286,3 +464,48 @@ def test_default_processes_fall_back_to_one_where_ranks_cannot_be_forked(tmp_pat
     assert main(["train", "--task", "reverse", "--steps", "3", "--processes", "2", "--quiet",
                  "--out", str(tmp_path / "two")]) == 2
     assert "one thread" in capsys.readouterr().err
+
+
+def test_counted_progress_reports_items_rate_and_eta():
+    import io
+
+    from explorer.progress import ConsoleProgress
+    clock, out = FakeClock(), io.StringIO()
+    progress = ConsoleProgress(stream=out, bar=False, clock=clock)
+    for done in range(0, 641, 64):  # 64 pairs every 2 s: 20 s in all
+        clock.now = done / 32
+        progress.on_count(done, 640, "pairs")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "pairs 192/640  32 pairs/s  elapsed 6s  ETA 14s", lines
+    assert 3 <= len(lines) <= 4
+
+
+def test_eval_of_a_file_shows_progress_and_a_summary_and_quiet_shows_none(tmp_path, capsys):
+    """Issue 26: a long CLI job (eval --data decodes every pair) reports on stderr; --quiet keeps it silent."""
+    from explorer import checkpoint
+    from explorer.recipes import translation_setup
+    from tests import pig_latin
+    data = tmp_path / "pig.tsv"
+    data.write_text("".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(100)), encoding="utf-8")
+    bundle, _, _ = translation_setup(str(data), "pig", {"embed": 8, "hidden": 16, "attn_dim": 8})
+    checkpoint.save(bundle, tmp_path / "pig")
+    assert main(["eval", "--checkpoint", str(tmp_path / "pig"), "--data", str(data), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["n"] == 100
+    assert err.splitlines()[-1].startswith("done: 100 pairs scored in "), err
+    assert main(["eval", "--checkpoint", str(tmp_path / "pig"), "--data", str(data), "--json", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and json.loads(out)["n"] == 100
+
+
+def test_output_cut_short_by_its_reader_is_not_an_error():
+    """`explorer translate … | head -1` printed "error: Broken pipe" and exited 2: the OSError handler caught
+    BrokenPipeError before its own handler could."""
+    proc = subprocess.Popen([sys.executable, "-m", "explorer", "translate", "--checkpoint", "reverse"], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdin.write(b"1234\n" * 20_000)
+    proc.stdin.close()
+    assert proc.stdout.readline() == b"4321\n"
+    proc.stdout.close()  # the reader goes away after its first line, as `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(120) == 0 and err == "", err

@@ -88,7 +88,7 @@ def test_a_teacher_forced_decode_is_not_capped(random_bundle):
 
 
 def test_the_cli_says_when_the_output_was_cut(capsys):
-    rc = main(["trace", "--checkpoint", "reverse", "--input", "31415926", "--mask", "2"])
+    rc = main(["trace", "--checkpoint", "reverse", "--input", "31415926", "--mask", "3"])  # the third symbol: from 1
     out, err = capsys.readouterr()
     assert rc == 0 and out.splitlines()[1] == "output: 6 2 9 5 1 2 9 5 1"
     assert err.strip() == ("note: The output was cut at 9 steps without <eos> "

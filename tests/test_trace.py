@@ -227,21 +227,22 @@ def test_interventions_combine_and_are_recorded(trained_copy):
     assert tr.weights[0].argmax() == 2 and (tr.weights[1:, 1] == 0).all()
     assert tr.output_tokens[1] == "7"
     assert tr.intervention == intervention
-    assert json.loads(tr.to_json())["intervention"] == {"temperature": 0.5, "masked": [1], "pins": [[0, 2]],
-                                                         "forced": [[1, "7"]]}
+    # the JSON counts from 1, like the CLI's flags and the app's URLs
+    assert json.loads(tr.to_json())["intervention"] == {"temperature": 0.5, "masked": [2], "pins": [[1, 3]],
+                                                         "forced": [[2, "7"]]}
 
 
 @pytest.mark.parametrize("intervention, message", [
     (Intervention(masked=(0, 1, 2, 3)), "at least one input position must stay visible"),
-    (Intervention(masked=(4,)), "cannot mask position 4: the input has positions 0–3"),
-    (Intervention(masked=(-1,)), "cannot mask position -1"),
-    (Intervention(pins=((0, 4),)), "cannot pin attention to position 4"),
-    (Intervention(pins=((0, -1),)), "cannot pin attention to position -1"),
-    (Intervention(pins=((-1, 0),)), "cannot pin at step -1"),
-    (Intervention(pins=((10_000, 0),)), "cannot pin at step 10000"),
+    (Intervention(masked=(4,)), "cannot mask position 5: the input has positions 1–4"),
+    (Intervention(masked=(-1,)), "cannot mask position 0"),
+    (Intervention(pins=((0, 4),)), "cannot pin attention to position 5"),
+    (Intervention(pins=((0, -1),)), "cannot pin attention to position 0"),
+    (Intervention(pins=((-1, 0),)), "cannot pin at step 0"),
+    (Intervention(pins=((10_000, 0),)), "cannot pin at step 10001"),
     (Intervention(forced=((0, "x"),)), "cannot force 'x': the model has no such output token"),
-    (Intervention(forced=((-1, "1"),)), "cannot force a token at step -1"),
-    (Intervention(forced=((10_000, "1"),)), "cannot force a token at step 10000"),
+    (Intervention(forced=((-1, "1"),)), "cannot force a token at step 0"),
+    (Intervention(forced=((10_000, "1"),)), "cannot force a token at step 10001"),
     (Intervention(temperature=0.0), "temperature must be"),
     (Intervention(temperature=-1.0), "temperature must be"),
     (Intervention(temperature=float("nan")), "temperature must be"),

@@ -245,6 +245,7 @@ def side_by_side_section(names: list[str]) -> None:
                         config=plotly_config("parameters"))
         frame = pd.DataFrame(breakdowns).T[["encoder", "decoder", "attention", "output", "total"]]
         st.dataframe(frame, key="compare_parameter_table")
+    translation_scores_section(name_a, name_b)
 
 
 def render() -> None:
@@ -260,3 +261,63 @@ def render() -> None:
     side_by_side_section(names)
     st.divider()
     score_twins.section()
+
+
+# --- BLEU and chrF of two translation models ------------------------------------------------------
+
+OWN_PAIRS = "the held-out pairs kept in {}'s checkpoint"
+MAX_SCORED = 1000  # pairs scored at most (greedy decoding of 1,000 short sentences: seconds on one core)
+
+
+def _score_pairs(choice: str, bundles: dict) -> list[tuple[str, str]]:
+    """The pairs both models are scored on: one model's kept held-out pairs, or an uploaded TSV file."""
+    from explorer.corpus import load_tsv_bytes
+    from explorer.jobs import LIMITS
+    for name, bundle in bundles.items():
+        if choice == OWN_PAIRS.format(name):
+            return list(bundle.examples)
+    upload = st.session_state.get("compare_tsv")
+    if upload is None:
+        raise ExplorerError("upload a TSV file of sentence pairs to score both models on")
+    corpus = common.cached(("compare_tsv", upload.file_id),
+                           lambda: load_tsv_bytes(upload.getvalue(), upload.name, LIMITS.max_tsv_bytes))
+    return list(corpus.pairs)
+
+
+def translation_scores_section(name_a: str, name_b: str) -> None:
+    """Two translation models of the same languages: BLEU and chrF (sacrebleu, default settings) and exact
+    match on the same pairs."""
+    from explorer.evaluation import score_pairs
+    bundles = {name: _bundle(name) for name in (name_a, name_b)}
+    if any(b is None or b.kind != "translation" for b in bundles.values()) or name_a == name_b:
+        return
+    st.subheader("Translation scores")
+    a, b = bundles[name_a], bundles[name_b]
+    if a.languages != b.languages:
+        st.info(f"{name_a} translates {'→'.join(a.languages)} and {name_b} {'→'.join(b.languages)}: "
+                "BLEU compares models on the same language pair.")
+        return
+    choices = [OWN_PAIRS.format(n) for n, bundle in bundles.items() if bundle.examples] + ["a TSV file"]
+    if st.session_state.get("compare_score_pairs") not in choices:
+        st.session_state["compare_score_pairs"] = choices[0]
+    choice = st.radio("Score both on", choices, key="compare_score_pairs", horizontal=True)
+    if choice == "a TSV file":
+        st.file_uploader("Sentence pairs (TSV: source<TAB>target)", key="compare_tsv")
+    try:
+        pairs = _score_pairs(choice, bundles)
+        rows = {}
+        for name, bundle in bundles.items():
+            key = ("compare_scores", common.model_key(name), choice,
+                   getattr(st.session_state.get("compare_tsv"), "file_id", None))
+            scores = common.cached(key, lambda: score_pairs(bundle, pairs, limit=MAX_SCORED))
+            if not scores["n"]:
+                raise ExplorerError(f"no pair of these fits {name}")
+            signature = scores["bleu_signature"]
+            rows[name] = {"pairs scored": scores["n"], "exact match (%)": round(100 * scores["exact_match"], 1),
+                          "BLEU": round(scores["bleu"], 1), "chrF": round(scores["chrf"], 1)}
+    except ExplorerError as exc:
+        st.error(str(exc), icon=":material/warning:")
+        return
+    st.dataframe(pd.DataFrame(rows).T, key="compare_score_table")
+    st.caption(f"sacrebleu with its default settings ({signature}), greedy decoding, at most {MAX_SCORED:,} "
+               "pairs each model can read.")

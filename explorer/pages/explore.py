@@ -147,7 +147,8 @@ def _on_model_change() -> None:
         bundle = common.get_model(_state("model"))
         text = _state("input") or ""
         try:
-            bundle.prepare(text)
+            if bundle.prepare(text).unknown and views.own_examples(bundle):  # words it cannot read: its own data
+                _set("input", views.example_inputs(bundle)[0])
         except ExplorerError:
             examples = views.example_inputs(bundle)
             if examples:
@@ -380,7 +381,8 @@ def render() -> None:
     top[1].text_input("Input", key=K + "input", on_change=_on_input, persist_state="session",
                       help="What the model reads. Press Enter to decode.")
     top[2].button("Random", key=K + "random", on_click=_on_random, width="stretch", icon=":material/casino:",
-                  help="A fresh random input of the model's task")
+                  help="A fresh random input of the model's task, or one of the held-out sentences of its own "
+                       "data that its checkpoint keeps")
     st.caption(bundle.title + _metric_note(bundle))
     if examples:
         st.pills("Examples", examples, key=K + "example", on_change=_on_example, selection_mode="single")

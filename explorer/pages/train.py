@@ -11,40 +11,46 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import checkpoint, jobs
+from explorer import checkpoint, defaults, jobs
 from explorer.errors import ExplorerError
 from explorer.figures.attention import attention_heatmap
 from explorer.figures.training import accuracy_figure, alignment_figure, loss_figure
 from explorer.names import ATTENTIONS
 from explorer.pages import common
-from explorer.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS, TRANSLATION_MODEL_DEFAULTS
+from explorer.defaults import TASK_MODEL_DEFAULTS as MODEL_DEFAULTS
+from explorer.defaults import TASK_TRAIN_DEFAULTS as TRAIN_DEFAULTS
 from explorer.registry import LRUCache, freeze
 from explorer.tasks import TASK_NAMES, TaskSpec, make_task
 from explorer.train import TrainConfig
 
 TOY, TSV = "Toy task", "Translation (your TSV file)"
+NEW_MODEL = ""  # "Start from": a new model (else the name of a session model to train further)
+UNITS = {"auto": "as the data needs", "steps": "steps", "epochs": "epochs"}
 CELL_CHOICES = ("gru", "lstm", "rnn")
 REFRESH_SECONDS = 2.0  # the live panel's refresh while training (each refresh takes CPU from training)
+MAX_SCORED = 1000  # held-out pairs scored at most (greedy decoding of 1,000 short sentences: seconds on one core)
 LIMITS = jobs.LIMITS
 
-# Widget defaults per data source. Toy: the recipe's model with a 400-step cosine schedule and the recipe's
-# length curriculum, which takes reverse 5–15 to 99 % exact match at step 225–325 (seeds 0–2; lengths 20–30
-# need the CLI's 800 steps, see explorer/recipes.py). Translation: smaller than the CLI's so a browser run
-# on 2 cores finishes in minutes.
-TOY_STEPS = 400
+# Widget defaults per data source, from explorer/defaults.py (the CLI's too). Toy: the recipe's model with
+# a 400-step cosine schedule that stops at 99 % (defaults.APP_TASK_STEPS says why not the CLI's 800).
+# Translation: the run length comes from the data ("as the data needs"), the model size too (set when a
+# file is uploaded: defaults.translation_model).
+TOY_STEPS = defaults.APP_TASK_STEPS
+_SMALL = defaults.SMALL_MODEL
 MODEL_SETTINGS = {
     TOY: {"cell": "gru", "embed": MODEL_DEFAULTS["embed"], "hidden": MODEL_DEFAULTS["hidden"],
           "attn_dim": MODEL_DEFAULTS["attn_dim"], "layers": 1, "bidirectional": MODEL_DEFAULTS["bidirectional"],
           "attention": "dot"},
-    TSV: {"cell": "gru", "embed": 64, "hidden": 128, "attn_dim": 64, "layers": 1,
-          "bidirectional": TRANSLATION_MODEL_DEFAULTS["bidirectional"], "attention": "dot"},
+    TSV: {"cell": "gru", "embed": _SMALL["embed"], "hidden": _SMALL["hidden"], "attn_dim": _SMALL["attn_dim"],
+          "layers": 1, "bidirectional": _SMALL["bidirectional"], "attention": "dot"},
 }
 TRAIN_SETTINGS = {
     TOY: {"unit": "steps", "steps": TOY_STEPS, "epochs": 10.0, "batch": TRAIN_DEFAULTS["batch_size"],
-          "lr": TRAIN_DEFAULTS["lr"], "teacher_forcing": 1.0, "seed": 0, "use_target": True, "target": 99.0,
-          "curriculum": True},
-    TSV: {"unit": "epochs", "steps": 3000, "epochs": 10.0, "batch": 64, "lr": 2e-3, "teacher_forcing": 1.0,
-          "seed": 0, "use_target": False, "target": 90.0, "curriculum": False},
+          "lr": TRAIN_DEFAULTS["lr"], "teacher_forcing": 1.0, "seed": 0, "use_target": True,
+          "target": 100 * defaults.APP_TASK_TARGET, "curriculum": True},
+    TSV: {"unit": "auto", "steps": 3000, "epochs": defaults.EPOCHS,
+          "batch": defaults.TRANSLATION_TRAIN_DEFAULTS["batch_size"], "lr": defaults.TRANSLATION_TRAIN_DEFAULTS["lr"],
+          "teacher_forcing": 1.0, "seed": 0, "use_target": False, "target": 90.0, "curriculum": False},
 }
 
 
@@ -75,16 +81,18 @@ def current_job() -> jobs.TrainingJob | None:
     return st.session_state.get("train_job")
 
 
-SETUP_KEYS = ("task", "min_len", "max_len", "alphabet", "probe", "max_tokens", "min_freq",
+SETUP_KEYS = ("task", "min_len", "max_len", "alphabet", "probe", "max_tokens", "min_freq", "base",
               *MODEL_SETTINGS[TOY], *TRAIN_SETTINGS[TOY])
-DATA_DEFAULTS = {"task": "reverse", "min_len": 5, "max_len": 15, "alphabet": "0123456789", "probe": "",
-                 "max_tokens": 24, "min_freq": 2}
+DATA_DEFAULTS = {"task": "reverse", **defaults.TASK_LENGTHS, "probe": "", "base": NEW_MODEL,
+                 "max_tokens": defaults.TRANSLATION_DATA_DEFAULTS["max_tokens"],
+                 "min_freq": defaults.TRANSLATION_DATA_DEFAULTS["min_freq"]}
 
 
 def _defaults(source: str) -> None:
     """Put the defaults of a data source into the settings widgets (when the source changes)."""
     for key, value in {**MODEL_SETTINGS[source], **TRAIN_SETTINGS[source]}.items():
         st.session_state[f"train_{key}"] = value
+    st.session_state["train_probe"] = ""  # a probe of one kind of data does not suit the other
 
 
 def setting(name: str):
@@ -137,7 +145,7 @@ def _settings() -> tuple[dict, TrainConfig, float | None]:
     model_options = {"cell": setting("cell"), "embed": int(setting("embed")), "hidden": int(setting("hidden")),
                      "attn_dim": int(setting("attn_dim")), "layers": int(setting("layers")),
                      "bidirectional": bool(setting("bidirectional")), "attention": setting("attention")}
-    epochs = float(setting("epochs")) if setting("source") == TSV and setting("unit") == "epochs" else None
+    epochs = float(setting("epochs")) if _translation() and setting("unit") == "epochs" else None
     steps = int(setting("steps"))
     cfg = TrainConfig(steps=steps, batch_size=int(setting("batch")), lr=float(setting("lr")),
                       teacher_forcing=float(setting("teacher_forcing")), seed=int(setting("seed")),
@@ -150,6 +158,18 @@ def _settings() -> tuple[dict, TrainConfig, float | None]:
     return model_options, cfg, epochs
 
 
+def _translation() -> bool:
+    """Whether the run trains a translation model (a TSV file, or a translation model trained further)."""
+    base = _base_model()
+    return base.kind == "translation" if base is not None else setting("source") == TSV
+
+
+def _base_model():
+    """The model to train further ("Start from"), or None for a new one; ExplorerError if it is gone."""
+    name = setting("base")
+    return common.get_model(name) if name else None
+
+
 def _start() -> None:
     ss = st.session_state
     ss.pop("train_error", None)
@@ -160,20 +180,23 @@ def _start() -> None:
         model_options, cfg, epochs = _settings()
         models = common.session_models()
         taken = common.shipped_model_names()
-        if setting("source") == TOY:
+        probe = str(setting("probe")).strip() or None
+        upload = ss.get("train_tsv") if _translation() else None
+        base = _base_model()
+        if base is not None:
+            job = _further_job(base, cfg, upload, probe, models, taken)
+        elif setting("source") == TOY:
             spec = TaskSpec(setting("task"), int(setting("min_len")), int(setting("max_len")), setting("alphabet"))
             name = models.unique_name(f"{spec.name}-trained", taken)
-            probe = str(setting("probe")).strip() or None
             job = jobs.task_job(spec, name, model_options, cfg, probe=probe, publish=models.put)
         else:
-            upload = ss.get("train_tsv")
             if upload is None:
                 raise ExplorerError("upload a TSV file of sentence pairs first")
             stem = upload.name.rsplit(".", 1)[0] or "translation"
             name = models.unique_name(f"{stem}-trained", taken)
             job = jobs.translation_job(upload.getvalue(), name, model_options, cfg, epochs=epochs,
-                                       max_tokens=int(setting("max_tokens")),
-                                       min_freq=int(setting("min_freq")), publish=models.put)
+                                       max_tokens=int(setting("max_tokens")), min_freq=int(setting("min_freq")),
+                                       publish=models.put, probe=probe, auto=setting("unit") == "auto")
         registry().admit(_session_id(), job)
         job.start()
         ss["train_job"] = job
@@ -181,6 +204,39 @@ def _start() -> None:
         ss["train_was_running"] = True
     except ExplorerError as exc:
         ss["train_error"] = str(exc)
+
+
+def _further_job(base, cfg: TrainConfig, upload, probe: str | None, models, taken: list[str]) -> jobs.TrainingJob:
+    """A job training a private copy of a session or shipped model further, on its task or the uploaded TSV
+    (the model it starts from is never changed)."""
+    from explorer.further import further_job
+    name = models.unique_name(f"{base.name.removesuffix('-trained')}-more", taken)
+    return further_job(base, name, cfg, tsv=upload.getvalue() if upload is not None else None, probe=probe,
+                       publish=models.put, auto=base.kind == "translation" and setting("unit") == "auto",
+                       epochs=float(setting("epochs")) if setting("unit") == "epochs" else None)
+
+
+def _on_tsv() -> None:
+    """A new file: the model size its number of pairs calls for (defaults.translation_model, as on the CLI)."""
+    from explorer.corpus import load_tsv_bytes
+    ss = st.session_state
+    upload = ss.get("train_tsv")
+    if upload is None:
+        return
+    try:
+        corpus = common.cached(("train_tsv", upload.file_id),
+                               lambda: load_tsv_bytes(upload.getvalue(), upload.name, LIMITS.max_tsv_bytes))
+    except ExplorerError:
+        return
+    pairs = round(len(corpus.pairs) * (1 - defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"]))
+    for key, value in defaults.translation_model(pairs).items():
+        if key in MODEL_SETTINGS[TSV]:
+            ss[f"train_{key}"] = value
+
+
+def _continue_target() -> float | None:
+    """Continue stops at the target exact match when "Stop at target" is on, as a new run does."""
+    return float(setting("target")) / 100 if setting("use_target") else None
 
 
 def _stop() -> None:
@@ -201,7 +257,7 @@ def _continue() -> None:
         if job.step + steps > LIMITS.max_steps:
             raise ExplorerError(f"{job.step:,} + {steps:,} steps is over the limit of {LIMITS.max_steps:,}")
         registry().admit(_session_id(), job)
-        job.continue_(steps, lr=float(ss["train_more_lr"]))
+        job.continue_(steps, lr=float(ss["train_more_lr"]), target_accuracy=_continue_target())
         ss["train_follow"] = True
         ss["train_was_running"] = True
     except ExplorerError as exc:
@@ -222,6 +278,7 @@ def render() -> None:
     if "train_error" in st.session_state:
         st.error(st.session_state["train_error"], icon=":material/warning:")
 
+    _take_upload()
     with st.expander("Set up a training run", expanded=job is None):
         _setup_panel(running)
     _keep_settings()
@@ -230,7 +287,8 @@ def render() -> None:
         refresh = REFRESH_SECONDS if running else None
         st.fragment(_live_panel, run_every=refresh)()
         _model_panel(job, running)
-    with st.expander("Upload a checkpoint"):
+    # open while it holds a file, so the result ("Added …" or why the file was refused) stays in view
+    with st.expander("Upload a checkpoint", expanded=st.session_state.get("train_upload") is not None):
         _upload_panel()
     reg = registry()
     waiting = reg.waiting()
@@ -239,14 +297,53 @@ def render() -> None:
                "stops when its browser tab has been closed for a while.")
 
 
+def _base_options() -> list[str]:
+    """"Start from": a new model, or any model of this session (trained, downloaded and uploaded again) or
+    shipped one, trained further as a private copy."""
+    return [NEW_MODEL, *common.session_models().names(), *common.shipped_model_names()]
+
+
+def _on_base() -> None:
+    """Training a model further: its kind sets the data source (a toy model trains on its own task)."""
+    ss = st.session_state
+    try:
+        base = _base_model()
+    except ExplorerError:
+        return
+    if base is not None:
+        source = TOY if base.kind == "task" else TSV
+        if ss.get("train_source") != source:
+            ss["train_source"] = source
+            _defaults(source)
+
+
 def _setup_panel(running: bool) -> None:
     ss = st.session_state
-    st.radio("Data", (TOY, TSV), key="train_source", horizontal=True, disabled=running,
+    options = _base_options()
+    if ss.get("train_base") not in options:
+        ss["train_base"] = NEW_MODEL
+    st.selectbox("Start from", options, key="train_base", disabled=running, on_change=_on_base,
+                 format_func=lambda n: "a new model" if n == NEW_MODEL else f"{n} (train it further)",
+                 help="a new model, or one you trained, downloaded or uploaded (or a shipped one): it is trained "
+                      "further as a copy, with its own architecture and vocabularies, on its task or a TSV file")
+    try:
+        base = _base_model()
+    except ExplorerError as exc:
+        st.error(str(exc), icon=":material/warning:")
+        base = None
+    st.radio("Data", (TOY, TSV), key="train_source", horizontal=True, disabled=running or base is not None,
              on_change=lambda: _defaults(st.session_state["train_source"]))
+    fixed = running or base is not None  # a model trained further keeps its architecture
     data_col, model_col, train_col = st.columns(3, gap="large")
     with data_col:
         st.markdown("**Data**")
-        if ss["train_source"] == TOY:
+        if base is not None and base.task is not None:
+            t = base.task
+            st.caption(f"Fresh examples of {base.name}'s task: {t.name}"
+                       + ("" if t.name == "dates" else f", lengths {t.min_len}–{t.max_len}, symbols {t.alphabet!r}"))
+            st.text_input("Probe input", key="train_probe", disabled=running,
+                          help="the input whose attention map is snapshotted as training goes")
+        elif ss["train_source"] == TOY:
             st.selectbox("Task", TASK_NAMES, key="train_task", disabled=running,
                          help="copy: the diagonal; reverse: the anti-diagonal; sort: jumps; dates: field jumps")
             if ss["train_task"] != "dates":
@@ -259,33 +356,47 @@ def _setup_panel(running: bool) -> None:
                           help="the input whose attention map is snapshotted as training goes")
         else:
             st.file_uploader("Sentence pairs (TSV: source<TAB>target[<TAB>attribution])", key="train_tsv",
-                             disabled=running, max_upload_size=LIMITS.max_tsv_bytes // 1_000_000,
+                             disabled=running, max_upload_size=LIMITS.max_tsv_bytes // 1_000_000, on_change=_on_tsv,
                              help=f"UTF-8 text, one pair per line, at most {LIMITS.max_tsv_bytes // 1_000_000} MB "
-                                  "(e.g. a Tatoeba/Anki export)")
+                                  "(e.g. a Tatoeba/Anki export)" + ("" if base is None else
+                                  f"; its words must be mostly in {base.name}'s vocabularies"))
             _tsv_report()
-            lo, hi = st.columns(2)
-            lo.number_input("Longest sentence (pieces)", 2, LIMITS.max_tokens, key="train_max_tokens",
-                            disabled=running, help="Sentences are read as subword pieces; longer pairs are skipped")
-            hi.number_input("Rarest piece learnt (count)", 1, 100, key="train_min_freq", disabled=running,
-                            help="The subword vocabulary learns a piece only if it occurs this often")
+            if base is None:
+                lo, hi = st.columns(2)
+                lo.number_input("Longest sentence (pieces)", 2, LIMITS.max_tokens, key="train_max_tokens",
+                                disabled=running, help="Sentences are read as subword pieces; longer pairs are skipped")
+                hi.number_input("Rarest piece learnt (count)", 1, 100, key="train_min_freq", disabled=running,
+                                help="The subword vocabulary learns a piece only if it occurs this often")
+            st.text_input("Probe sentence", key="train_probe", disabled=running,
+                          placeholder="a sentence from your file (default: the first one of 6–9 words)",
+                          help="the sentence whose attention map is snapshotted as training goes")
     with model_col:
         st.markdown("**Model**")
+        if base is not None:
+            st.caption(f"{base.title}: its architecture and vocabularies are kept.")
         a, b = st.columns(2)
-        a.selectbox("Cell", CELL_CHOICES, key="train_cell", disabled=running)
-        b.selectbox("Score function", ATTENTIONS, key="train_attention", disabled=running,
+        a.selectbox("Cell", CELL_CHOICES, key="train_cell", disabled=fixed)
+        b.selectbox("Score function", ATTENTIONS, key="train_attention", disabled=fixed,
                     help="none = the plain encoder–decoder (one context vector, no attention)")
-        a.number_input("Hidden size", 4, LIMITS.max_hidden, key="train_hidden", step=16, disabled=running)
-        b.number_input("Embedding size", 2, LIMITS.max_embed, key="train_embed", step=16, disabled=running)
+        a.number_input("Hidden size", 4, LIMITS.max_hidden, key="train_hidden", step=16, disabled=fixed)
+        b.number_input("Embedding size", 2, LIMITS.max_embed, key="train_embed", step=16, disabled=fixed)
         a.number_input("Attention size (q, k, v)", 2, LIMITS.max_attn_dim, key="train_attn_dim", step=16,
-                       disabled=running)
-        b.number_input("Layers", 1, LIMITS.max_layers, key="train_layers", disabled=running)
-        st.checkbox("Bidirectional encoder", key="train_bidirectional", disabled=running)
+                       disabled=fixed)
+        b.number_input("Layers", 1, LIMITS.max_layers, key="train_layers", disabled=fixed)
+        st.checkbox("Bidirectional encoder", key="train_bidirectional", disabled=fixed)
     with train_col:
         st.markdown("**Training**")
         if ss["train_source"] == TSV:
-            st.radio("Train for", ("steps", "epochs"), key="train_unit", horizontal=True, disabled=running)
+            st.radio("Train for", tuple(UNITS), key="train_unit", horizontal=True, disabled=running,
+                     format_func=UNITS.get,
+                     help=f"as the data needs: {defaults.EPOCHS:g} epochs, at least {defaults.MIN_STEPS:,} and at most "
+                          f"{defaults.MAX_STEPS:,} steps, stopping once validation has not improved for "
+                          f"{defaults.STOP_PATIENCE} evaluations (the command line's default too)")
         a, b = st.columns(2)
-        if ss["train_source"] == TSV and ss["train_unit"] == "epochs":
+        if ss["train_source"] == TSV and ss["train_unit"] == "auto":
+            a.number_input("Steps", 1, LIMITS.max_steps, key="train_steps", disabled=True,
+                           help="set by the data: see Train for")
+        elif ss["train_source"] == TSV and ss["train_unit"] == "epochs":
             a.number_input("Epochs", 0.1, 1000.0, key="train_epochs", step=1.0, disabled=running)
         else:
             a.number_input("Steps", 1, LIMITS.max_steps, key="train_steps", step=500, disabled=running)
@@ -307,7 +418,8 @@ def _setup_panel(running: bool) -> None:
         st.number_input("Target exact match (%)", 1.0, 100.0, key="train_target", step=0.5,
                         disabled=running or not ss["train_use_target"], label_visibility="collapsed")
     st.button("Start training", key="train_start", type="primary", on_click=_start, disabled=running,
-              help="trains a new model; models you trained before stay in this session")
+              help="trains a new model (or a copy of the one to start from); models you trained before stay in "
+                   "this session")
 
 
 def _probe_placeholder() -> str:
@@ -460,6 +572,8 @@ def _model_panel(job: jobs.TrainingJob, running: bool) -> None:
                                help="weights and a readable config (safetensors: loading it never runs code)")
         if running:
             return
+        _verdict(job)
+        _held_out_scores(job)
         ss.setdefault("train_more_steps", 1000)
         if ss.get("train_more_lr_for") is not job or "train_more_lr" not in ss:  # a new job: offer its rate
             ss["train_more_lr"] = float(job.config.lr)
@@ -469,6 +583,39 @@ def _model_panel(job: jobs.TrainingJob, running: bool) -> None:
         b.number_input("Learning rate", 1e-5, 1.0, key="train_more_lr", format="%.4f", step=1e-3,
                        help="a new peak learning rate; the model, optimizer and step count are kept")
         c.button("Continue training", key="train_continue", on_click=_continue, type="primary", width="stretch")
+
+
+def _verdict(job: jobs.TrainingJob) -> None:
+    """Say plainly when a finished model looks undertrained (defaults.undertrained) and point at Continue."""
+    snapshot = job.snapshot()
+    reason = (snapshot.training.get("stopped_because") if snapshot is not None else None) or "steps"
+    evals = [{"step": e.step, "train_exact": e.train_exact, "valid_exact": e.valid_exact, "valid_token": e.valid_token}
+             for e in job.view().evals]
+    message = defaults.undertrained(evals, reason)
+    if message:
+        st.warning(f"**Undertrained.** {message} Continue training below.", icon="⏳")
+
+
+def _held_out_scores(job: jobs.TrainingJob) -> None:
+    """BLEU and chrF (sacrebleu, default settings) beside exact match, on the held-out pairs of the file."""
+    from explorer.evaluation import score_pairs
+    snapshot = job.snapshot()
+    if snapshot is None or snapshot.kind != "translation" or not job.held_out:
+        return
+    try:
+        scores = common.cached(("train_scores", job.name, job.created, job.step),
+                               lambda: score_pairs(snapshot, job.held_out, limit=MAX_SCORED))
+    except ExplorerError as exc:
+        st.info(f"No held-out score: {exc}")
+        return
+    if not scores["n"]:
+        st.info("No held-out score: no held-out pair fits this model")
+        return
+    m = st.columns(4)
+    m[0].metric("Held-out pairs", f"{scores['n']:,}")
+    m[1].metric("Exact match", f"{100 * scores['exact_match']:.1f}%")
+    m[2].metric("BLEU", f"{scores['bleu']:.1f}", help=f"sacrebleu corpus BLEU ({scores['bleu_signature']})")
+    m[3].metric("chrF", f"{scores['chrf']:.1f}", help=f"sacrebleu chrF, character n-gram F-score ({scores['chrf_signature']})")
 
 
 def _open_in_explore(job: jobs.TrainingJob) -> None:
@@ -481,10 +628,22 @@ def _open_in_explore(job: jobs.TrainingJob) -> None:
 
 
 def _upload_panel() -> None:
-    """Add a checkpoint file to this session's models (validated; loading never runs code from it)."""
+    """The checkpoint uploader and the result of its file ("Added …" or why it was refused)."""
     ss = st.session_state
     upload = st.file_uploader("Checkpoint (.safetensors, saved by this app)", key="train_upload",
                               max_upload_size=checkpoint.MAX_CHECKPOINT_BYTES // 1_000_000)
+    if upload is None:
+        return
+    _take_upload()
+    kind, message = ss["train_uploaded"][upload.file_id]
+    (st.success if kind == "ok" else st.error)(message, icon=":material/check_circle:" if kind == "ok" else ":material/warning:")
+
+
+def _take_upload() -> None:
+    """Add the uploaded checkpoint file to this session's models, once per file (validated; loading never
+    runs code from it). Called before the setup panel too, so "Start from" offers the model at once."""
+    ss = st.session_state
+    upload = ss.get("train_upload")
     if upload is None:
         return
     done = ss.setdefault("train_uploaded", {})
@@ -498,5 +657,3 @@ def _upload_panel() -> None:
             done[upload.file_id] = ("ok", f"Added **{bundle.title}** to this session's models.")
         except ExplorerError as exc:
             done[upload.file_id] = ("error", f"This file was refused: {exc}")
-    kind, message = done[upload.file_id]
-    (st.success if kind == "ok" else st.error)(message, icon=":material/check_circle:" if kind == "ok" else ":material/warning:")

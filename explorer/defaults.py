@@ -1,0 +1,98 @@
+"""Every default of a training run, in one place the CLI, the recipes and the Train page all read.
+
+No torch here: `python -m explorer --help` shows these without importing it.
+
+Toy tasks (endless fresh data): defaults that train a good model fast on 2 CPU cores (measured with
+`python -m explorer train --task reverse --target-accuracy 0.99 --threads 1`, seeds 0-2;
+benchmarks/RESULTS.md has the full runs). Training on CPU is compute-bound (matrix products are ~45% of a
+step), so a GRU of 64 takes half the time per step of 128 and needs about as many examples: lengths 5-15
+reach 99% exact match after 38-42k examples (300-325 steps) at 64, 29-42k at 128. A one-way encoder is
+cheaper but needed 61k-205k. The cosine schedule's length matters more than anything else: over 3,000
+steps the learning rate stays high and 5-15 needs 1,200 steps; over 800 it needs 300-325, and lengths
+20-30 reach 99% in 425-525 steps (over 400 they stop at 96%). Evaluating every 25 steps (3,200 examples,
+the tutorial reference's spacing) stops a run sooner at ~5% of its time; halving the learning rate after
+two evaluations without a better token accuracy gets the last percent. A curriculum over the first 150
+steps (the longest training input grows from min_len to max_len; validation always spans the whole range)
+cut the source tokens trained on before 99% on 5-15 by 15% over twelve seeds (4.48M against 5.24M);
+20-30 still reached 99% in all five seeds tried (400-600 steps).
+
+Translation (a fixed file of pairs): the length of a run scales with the data. A number of epochs sets
+it, within a floor (a 300-pair file is 5 steps an epoch: 12 epochs would be 60 steps and teach nothing)
+and a ceiling; a run also ends once validation has stopped improving. The model's size scales too: a
+small file gets the small model (a large one over-fits a few hundred pairs and trains 3x slower).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# --- toy tasks ------------------------------------------------------------------------------------
+TASK_MODEL_DEFAULTS: dict[str, Any] = {"embed": 32, "hidden": 64, "attn_dim": 32, "bidirectional": True}
+TASK_TRAIN_DEFAULTS: dict[str, Any] = {"steps": 800, "batch_size": 128, "lr": 3e-3, "eval_every": 25,
+                                       "eval_samples": 500, "plateau_patience": 2, "curriculum": 150}
+TASK_LENGTHS: dict[str, Any] = {"min_len": 5, "max_len": 15, "alphabet": "0123456789"}
+# The Train page stops a toy run at this validation exact match, so a live demo ends as soon as the model
+# works; with the stop, 400 steps are enough for reverse 5-15 (99% at step 225-325, seeds 0-2). The CLI has
+# no target by default (a script wants a fixed amount of work) and trains the 800 steps lengths 20-30 need.
+APP_TASK_STEPS = 400
+APP_TASK_TARGET = 0.99
+
+# --- translation (your own TSV) -------------------------------------------------------------------
+# max_tokens counts subword pieces; min_freq: a piece is learnt only if seen this often (explorer/subwords.py)
+TRANSLATION_DATA_DEFAULTS: dict[str, Any] = {"max_tokens": 40, "min_freq": 2, "valid_fraction": 0.05}
+TRANSLATION_TRAIN_DEFAULTS: dict[str, Any] = {"batch_size": 64, "lr": 2e-3, "eval_samples": 1000,
+                                              "label_smoothing": 0.1}
+LARGE_MODEL: dict[str, Any] = {"embed": 128, "hidden": 256, "attn_dim": 128, "bidirectional": True, "dropout": 0.2}
+SMALL_MODEL: dict[str, Any] = {"embed": 64, "hidden": 128, "attn_dim": 64, "bidirectional": True, "dropout": 0.0}
+SMALL_DATA_PAIRS = 10_000  # below this many training pairs, the small model
+EPOCHS = 12.0  # the shipped eng-fra and eng-cmn reached their BLEU in 12-13 epochs
+MIN_STEPS = 1500  # the floor: 300 pig-latin pairs need ~1,000 steps (225 epochs) to be useful
+MAX_STEPS = 20_000  # the ceiling: about 2 h on 2 cores at the large model's size
+STOP_PATIENCE = 5  # stop after this many evaluations without a better validation token accuracy
+EVALUATIONS_PER_RUN = 20  # evaluate about this often in a run (at most every MAX_EVAL_EVERY steps)
+MAX_EVAL_EVERY = 1000
+EXAMPLES_KEPT = 40  # held-out pairs a translation checkpoint keeps for Explore's Examples and Random
+
+# --- undertrained? -------------------------------------------------------------------------------
+GAP = 0.25  # validation exact match this far below training's: the model has not generalised yet
+STILL_IMPROVING = 0.01  # validation token accuracy rose this much over the last quarter of the run
+
+
+def translation_model(pairs: int) -> dict[str, Any]:
+    """The model size for a file with this many training pairs."""
+    return dict(SMALL_MODEL if pairs < SMALL_DATA_PAIRS else LARGE_MODEL)
+
+
+def translation_steps(pairs: int, batch_size: int, epochs: float | None = None,
+                      floor: int = MIN_STEPS, ceiling: int = MAX_STEPS) -> int:
+    """Steps for `epochs` (default EPOCHS) over `pairs` training pairs; without explicit epochs, kept
+    within [floor, ceiling]; explicit epochs are honoured as asked (at least one step)."""
+    steps = math.ceil((EPOCHS if epochs is None else epochs) * pairs / max(1, batch_size))
+    return max(1, steps) if epochs is not None else max(floor, min(ceiling, steps))
+
+
+def eval_interval(steps: int, most: int = MAX_EVAL_EVERY) -> int:
+    """About EVALUATIONS_PER_RUN evaluations a run, at least every `most` steps, at most every 10."""
+    return max(1, min(most, max(10, steps // EVALUATIONS_PER_RUN)))
+
+
+def undertrained(evals: list[dict[str, float]], reason: str) -> str | None:
+    """Why a finished run looks undertrained, in one sentence for the user, or None.
+
+    `evals` are the run's evaluations in order, each with train_exact, valid_exact and valid_token (0-1);
+    `reason` is why the run stopped ("steps", "target", "time", "stopped", "plateau")."""
+    if not evals or reason == "target":
+        return None
+    last = evals[-1]
+    quarter = [e for e in evals if e["step"] <= last["step"] * 0.75] if len(evals) >= 4 else []
+    if reason in ("steps", "time", "stopped") and quarter:
+        before = max(e["valid_token"] for e in quarter)
+        if last["valid_token"] - before >= STILL_IMPROVING:
+            return (f"Still improving when it stopped: validation token accuracy rose from {100 * before:.1f}% to "
+                    f"{100 * last['valid_token']:.1f}% over the last quarter of the run. Continue training.")
+    if last["train_exact"] - last["valid_exact"] >= GAP:
+        return (f"Validation exact match ({100 * last['valid_exact']:.1f}%) is far below training "
+                f"({100 * last['train_exact']:.1f}%): the model knows its training pairs but not yet new ones. "
+                "Training longer can help; with few pairs, more data helps most.")
+    return None
