@@ -510,3 +510,27 @@ def test_token_loss_is_cross_entropy_over_real_tokens_with_its_gradient(classes)
     total = torch.nn.functional.cross_entropy(logits.reshape(-1, classes), targets.reshape(-1),
                                               ignore_index=PAD_ID, reduction="sum")
     torch.testing.assert_close(token_loss(logits, targets, reduction="sum"), total)
+
+
+def test_a_plateau_stop_keeps_the_best_validations_weights(trained_copy):
+    """Validation token accuracy scripted to peak at step 2 and fall after: the run stops on the plateau at
+    step 4 and its model is the one validated at step 2 (it had kept training the weights to step 4)."""
+    bundle = copy.deepcopy(trained_copy.bundle)
+    cfg = TrainConfig(steps=10, batch_size=16, eval_every=1, eval_samples=50, stop_patience=2, lr=1e-2)
+    trainer = Trainer(bundle, TaskData(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, 50, 1), cfg)
+    scripted = iter([0.5, 0.9, 0.8, 0.7])
+    seen: list[tuple[int, dict[str, torch.Tensor]]] = []  # (step, weights) at each validation, in order
+
+    def validate() -> Metrics:
+        seen.append((trainer.step, {k: v.clone() for k, v in trainer.model.state_dict().items()}))
+        return Metrics(50, 0.0, next(scripted, 0.95))
+
+    trainer._validate = validate
+    result = trainer.run()
+    assert result.reason == "plateau" and result.steps == 4
+    assert result.history[-1]["restored_best_from_step"] == 2
+    assert result.metrics.token_accuracy == 0.95  # scored again, on the restored weights
+    assert [step for step, _ in seen] == [1, 2, 3, 4, 4]  # the last: the restored weights scored again
+    weights, best, trained = trainer.model.state_dict(), seen[1][1], seen[3][1]
+    assert all(torch.equal(weights[k], best[k]) for k in weights)
+    assert not all(torch.equal(trained[k], best[k]) for k in weights)  # step 4 had moved on
