@@ -362,6 +362,7 @@ def worker_trace(p: dict) -> dict:
 def worker_neighbours(p: dict) -> dict:
     threads = set_threads(p.get("threads"))
     from explorer import checkpoint, neighbours
+    from explorer.errors import ExplorerError
 
     models = {}
     for path in sorted(Path(p["models"]).glob("*.safetensors")):
@@ -369,7 +370,7 @@ def worker_neighbours(p: dict) -> dict:
         started = time.perf_counter()
         try:
             index = neighbours.build_index(bundle)
-        except Exception as e:  # noqa: BLE001 - a model without example pairs has no index; said so in the table
+        except ExplorerError as e:  # a model without example pairs has no index; said so in the table
             models[bundle.name] = {"error": str(e)[:120]}
             continue
         first = time.perf_counter() - started

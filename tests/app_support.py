@@ -4,6 +4,7 @@ navigation with one page opened first.
 - `twin_dir()`: a folder of checkpoints holding `reverse` and `reverse-none`: the shipped pretrained/
   when both are shipped, else two tiny twins trained once per test session (a few seconds).
 - `pretrained_at(folder)`: point the engine and the app's caches at that folder for a while.
+- `pretrained`: a module-scoped fixture doing that for `twin_dir()` (`pretrained = app_support.pretrained`).
 - `app_test(page)`: an AppTest of the app's real pages (same url paths as app.py), `page` opened first.
 """
 
@@ -15,6 +16,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Iterator
+
+import pytest
 
 from explorer import checkpoint
 
@@ -113,3 +116,10 @@ def frame_with(at, column: str):
         if column in frame.columns:
             return frame
     raise AssertionError(f"no dataframe with a column {column!r}")
+
+
+@pytest.fixture(scope="module")
+def pretrained() -> Iterator[Path]:
+    """The app's shipped folder pointed at the reversal twins for one test module."""
+    with pretrained_at(twin_dir()) as folder:
+        yield folder

@@ -12,6 +12,7 @@ numbers are meaningless, which no UI test relies on. Written once per folder, at
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -73,3 +74,10 @@ def write_models(folder: str | Path) -> Path:
     for bundle in build_models():
         checkpoint.save(bundle, folder / f"{bundle.name}.safetensors")
     return folder
+
+
+def browser_models(tmp_path_factory, name: str) -> Path:
+    """The checkpoints a browser test serves: EXPLORER_TEST_PRETRAINED's folder of real ones when set, else
+    these small test models written to a fresh temporary folder."""
+    given = os.environ.get("EXPLORER_TEST_PRETRAINED")
+    return Path(given) if given else write_models(tmp_path_factory.mktemp(name))

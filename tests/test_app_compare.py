@@ -20,10 +20,7 @@ LENGTHS = (1, 5, 12, 35)
 SAMPLES = 40
 
 
-@pytest.fixture(scope="module")
-def pretrained():
-    with app_support.pretrained_at(app_support.twin_dir()) as folder:
-        yield folder
+pretrained = app_support.pretrained  # the reversal twins' folder, for this module
 
 
 @pytest.fixture

@@ -12,10 +12,7 @@ from explorer.pages.learn_text import TEXT
 from tests import app_support
 
 
-@pytest.fixture(scope="module")
-def pretrained():
-    with app_support.pretrained_at(app_support.twin_dir()) as folder:
-        yield folder
+pretrained = app_support.pretrained  # the reversal twins' folder, for this module
 
 
 @pytest.fixture

@@ -15,10 +15,7 @@ from explorer.trace import trace
 from tests import app_support
 
 
-@pytest.fixture(scope="module")
-def pretrained():
-    with app_support.pretrained_at(app_support.twin_dir()) as folder:
-        yield folder
+pretrained = app_support.pretrained  # the reversal twins' folder, for this module
 
 
 @pytest.fixture

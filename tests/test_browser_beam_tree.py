@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from browser_support import chromium, open_app, require_browser, streamlit_server, wait_charts, wait_idle
-from explore_models import write_models
+from explore_models import browser_models
 
 NODE_CENTRE = """([key, index]) => {
     const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`);
@@ -35,7 +35,7 @@ PRUNED_NODE = """(key) => {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     require_browser()
-    folder = os.environ.get("EXPLORER_TEST_PRETRAINED") or write_models(tmp_path_factory.mktemp("beam-browser"))
+    folder = browser_models(tmp_path_factory, "beam-browser")
     with streamlit_server(folder) as running:
         yield running
 

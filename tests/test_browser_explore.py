@@ -18,7 +18,7 @@ import pytest
 
 from browser_support import (chromium, clipped_text, open_app, require_browser, streamlit_command, streamlit_server,
                              wait_charts, wait_idle)
-from explore_models import write_models
+from explore_models import browser_models
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     require_browser()
-    folder = os.environ.get("EXPLORER_TEST_PRETRAINED") or write_models(tmp_path_factory.mktemp("explore-browser"))
+    folder = browser_models(tmp_path_factory, "explore-browser")
     with streamlit_server(folder) as running:
         yield running
 
