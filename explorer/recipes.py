@@ -95,7 +95,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     Returns the bundle, the id pairs for training/validation, and the kept validation pairs as the file's
     text (for BLEU)."""
     from .corpus import filter_pairs, guess_language, load_tsv, load_tsv_bytes, split_pairs
-    from .subwords import SubwordTokenizer, prepare_text
+    from .subwords import SubwordTokenizer, is_chinese, prepare_text
     corpus = load_tsv_bytes(path, name=name) if isinstance(path, bytes) else load_tsv(path)
     src_lang = src_lang or "en"
     tgt_lang = tgt_lang or guess_language([t for _, t in corpus.pairs[:2000]])
@@ -109,8 +109,8 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     if not train_text:
         raise ExplorerError("no sentence pair with text on both sides to train on")
     vocab_size = max_vocab or default_vocab_size(len(train_text))
-    src_sub = SubwordTokenizer.train((s for s, _ in train_text), vocab_size, min_freq)
-    tgt_sub = SubwordTokenizer.train((t for _, t in train_text), vocab_size, min_freq)
+    src_sub = SubwordTokenizer.train((s for s, _ in train_text), vocab_size, min_freq, not is_chinese(src_lang))
+    tgt_sub = SubwordTokenizer.train((t for _, t in train_text), vocab_size, min_freq, not is_chinese(tgt_lang))
     src_vocab, tgt_vocab = Vocab(src_sub.vocab), Vocab(tgt_sub.vocab)
     options = {**defaults.translation_model(len(train_text)), **model_options,
                "max_src_len": max(64, max_tokens * 2), "max_tgt_len": max(64, max_tokens * 2) + 8}

@@ -102,17 +102,24 @@ class SubwordTokenizer:
         object.__setattr__(self, "vocab", vocab)
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> "SubwordTokenizer":
-        """Learn at most `vocab_size` pieces (specials and bytes included) from cleaned sentences."""
+    def train(cls, texts: Iterable[str], vocab_size: int, min_frequency: int = 2,
+              spaced: bool = True) -> "SubwordTokenizer":
+        """Learn at most `vocab_size` pieces (specials and bytes included) from cleaned sentences.
+
+        `spaced=False` for a language written without spaces (Chinese): no word mark is put before the
+        sentence, since its first character does not start a word any more than the others do (with one,
+        a Chinese model spent its first step on a lone "▁" piece)."""
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
         if vocab_size < len(SPECIALS) + 256 + 1:
             raise ExplorerError(f"a subword vocabulary needs more than {len(SPECIALS) + 256} pieces")
         tok = Tokenizer(models.BPE(unk_token=SPECIALS[3], byte_fallback=True))
         # Words at spaces, then punctuation as pieces of its own ("car." -> "▁car" "."), so no piece
         # spans a word and its punctuation and a word's attention is not shared with a full stop.
-        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(replacement=MARK),
+        scheme = "always" if spaced else "never"
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(replacement=MARK, prepend_scheme=scheme),
                                                      pre_tokenizers.Punctuation("isolated")])
-        tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement=MARK)])
+        tok.decoder = decoders.Sequence([decoders.ByteFallback(),
+                                         decoders.Metaspace(replacement=MARK, prepend_scheme=scheme)])
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
                                       special_tokens=list(SPECIALS + BYTE_PIECES))
         tok.train_from_iterator(texts, trainer)

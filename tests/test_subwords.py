@@ -202,3 +202,27 @@ def test_the_shipped_glossaries_are_well_formed_pairs() -> None:
         corpus = load_tsv(root / name)
         assert len(corpus.pairs) >= 60 and not corpus.problems
         assert "How can we use variable input lengths?" not in {s for s, _ in corpus.pairs}  # no test sentence
+
+
+CHINESE = ["我有一辆红色的车。", "他买了一座大房子。", "我们有两辆车。", "房子大吗？", "车是红色的。", "我在这里。",
+           "我们怎么使用注意力？", "Tom 有一辆车。"] * 3
+
+
+def test_chinese_pieces_carry_no_word_mark_before_the_sentence() -> None:
+    zh = SubwordTokenizer.train(CHINESE, 400, min_frequency=1, spaced=False)
+    for text in CHINESE[:8]:
+        pieces = zh.tokenize(text)
+        assert MARK not in pieces and not pieces[0].startswith(MARK), pieces
+        assert zh.detokenize(pieces) == text
+
+
+def test_a_chinese_target_side_is_learnt_without_the_leading_word_mark(tmp_path: Path) -> None:
+    tsv = tmp_path / "en-zh.tsv"
+    english = ["I have a red car.", "He bought a big house.", "We have two cars.", "Is the house big?",
+               "The car is red.", "I am here.", "How can we use attention?", "Tom has a car."]
+    tsv.write_text("".join(f"{e}\t{z}\n" for e, z in zip(english * 3, CHINESE)), encoding="utf-8")
+    bundle, _, _ = translation_setup(tsv, "zh", {"embed": 8, "hidden": 16, "attn_dim": 8, "dropout": 0.0},
+                                     src_lang="en", tgt_lang="zh", min_freq=1, valid_fraction=0.2)
+    pieces = bundle.tokenize_target("我有一辆红色的车。")
+    assert not pieces[0].startswith(MARK), pieces
+    assert bundle.tokenize_source("I have a red car.")[0].startswith(MARK)
