@@ -12,8 +12,8 @@ from typing import Callable  # noqa: E402
 
 import streamlit as st  # noqa: E402
 
-from explorer.pages import presenter, warmup  # noqa: E402
-from explorer.pages.addresses import explore_alias, explore_page  # noqa: E402
+from explorer.app.pages import presenter, warmup  # noqa: E402
+from explorer.app.pages.addresses import explore_alias, explore_page  # noqa: E402
 
 st.set_page_config(page_title="Attention Explorer", page_icon=":material/search:", layout="wide")
 
@@ -22,7 +22,7 @@ def _lazy(module: str) -> Callable[[], None]:
     """A page that imports its module when it is shown: the page modules pull in torch and pandas
     (~2 s on a cold start), and the warm-up elements should reach the browser before that."""
     def render() -> None:
-        importlib.import_module(f"explorer.pages.{module}").render()
+        importlib.import_module(f"explorer.app.pages.{module}").render()
     render.__name__ = module  # Streamlit's default name for a callable page; each its own
     return render
 

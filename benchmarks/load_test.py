@@ -202,10 +202,10 @@ def require_loopback(url: str) -> str:
 
 def stand_in_models(folder: Path) -> Path:
     """Untrained models of the shipped sizes (used when pretrained/ ships none)."""
-    from explorer import checkpoint
-    from explorer.recipes import MODEL_DEFAULTS
-    from explorer.tasks import TaskSpec
-    from explorer.train import new_task_bundle
+    from explorer.checkpoints import checkpoint
+    from explorer.training.recipes import MODEL_DEFAULTS
+    from explorer.data.tasks import TaskSpec
+    from explorer.training.train import new_task_bundle
     for name, task, attention in (("reverse", "reverse", "dot"), ("reverse-none", "reverse", "none"),
                                   ("copy", "copy", "dot")):
         bundle, _ = new_task_bundle(TaskSpec(task, 5, 15), name, seed=0, **{**MODEL_DEFAULTS, "attention": attention})
@@ -674,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
         args.url = require_loopback(args.url)  # before anything else: never contact another machine
     args.load_at_start = round(os.getloadavg()[0], 2)
 
-    from explorer import checkpoint
+    from explorer.checkpoints import checkpoint
     tmp = Path(tempfile.mkdtemp(prefix="explorer-load-"))
     folder = Path(args.pretrained) if args.pretrained else checkpoint.PRETRAINED_DIR
     models = f"checkpoints in {folder}"

@@ -21,7 +21,7 @@ Sections (each runs in its own child process, one after the other, never in para
                  trains in several processes).
 - ``trace``      a full trace of a 30-token input against a plain greedy decode of it (``greedy_batch``),
                  shipped ``reverse`` model (or a fresh one of the same configuration), interleaved; medians.
-- ``neighbours`` the nearest-examples index (``explorer.neighbours``) of every checkpoint in the models folder:
+- ``neighbours`` the nearest-examples index (``explorer.engine.neighbours``) of every checkpoint in the models folder:
                  seconds to build it the first time in a fresh process (what the first visitor waits for),
                  its size in memory, and a search's time (median); models without example pairs have none.
 - ``app``        server-side rerun times under ``AppTest``: the Explore page after changing the decoder step
@@ -86,13 +86,13 @@ def median(values: list[float]) -> float:
 def set_threads(threads: int | None) -> int:
     """The given torch thread count, or the one `python -m explorer train` picks (recipes.auto_threads)."""
     import torch
-    from explorer.recipes import auto_threads
+    from explorer.training.recipes import auto_threads
     torch.set_num_threads(threads or auto_threads())
     return torch.get_num_threads()
 
 
 def pretrained_dir() -> Path:
-    from explorer import checkpoint
+    from explorer.checkpoints import checkpoint
     return checkpoint.PRETRAINED_DIR
 
 
@@ -102,10 +102,10 @@ def shipped_names() -> list[str]:
 
 def stand_in_folder() -> Path:
     """Untrained models with the shipped toy configurations, in a temporary folder."""
-    from explorer import checkpoint
-    from explorer.recipes import MODEL_DEFAULTS
-    from explorer.tasks import TaskSpec
-    from explorer.train import new_task_bundle
+    from explorer.checkpoints import checkpoint
+    from explorer.training.recipes import MODEL_DEFAULTS
+    from explorer.data.tasks import TaskSpec
+    from explorer.training.train import new_task_bundle
     folder = Path(tempfile.mkdtemp(prefix="bench-models-"))
     for name, (task, lo, hi, options) in SHIPPED_TOY.items():
         spec = TaskSpec(task) if task == "dates" else TaskSpec(task, lo, hi)
@@ -151,12 +151,12 @@ def worker_train_ours(p: dict) -> dict:
     t_import = time.perf_counter()
     import torch  # noqa: F401
     threads = set_threads(p.get("threads"))
-    from explorer.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS, train_task
-    from explorer.tasks import TaskSpec
-    from explorer.train import TrainConfig
-    from explorer.distributed import run_ranks
-    from explorer.evaluation import task_pairs
-    from explorer.train import evaluate
+    from explorer.training.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS, train_task
+    from explorer.data.tasks import TaskSpec
+    from explorer.training.train import TrainConfig
+    from explorer.training.distributed import run_ranks
+    from explorer.training.evaluation import task_pairs
+    from explorer.training.train import evaluate
     import_s = time.perf_counter() - t_import
     cfg = TrainConfig(**{**TRAIN_DEFAULTS, "target_accuracy": p["target"], "seed": p["seed"],
                          "max_seconds": p["budget"]})
@@ -207,9 +207,9 @@ def worker_train_ref(p: dict) -> dict:
 def worker_throughput(p: dict) -> dict:
     import torch
     threads = set_threads(p.get("threads"))
-    from explorer.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
-    from explorer.tasks import TaskSpec
-    from explorer.train import TaskData, TrainConfig, Trainer, new_task_bundle
+    from explorer.training.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
+    from explorer.data.tasks import TaskSpec
+    from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
     import tutorial_reference as ref
 
     spec = TaskSpec("reverse", 5, 15)
@@ -280,10 +280,10 @@ def worker_ddp(p: dict) -> dict:
     One process trains on rank 0 while the other ranks wait in a blocking receive."""
     import torch
     threads = set_threads(p.get("threads"))
-    from explorer.distributed import run_ranks
-    from explorer.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
-    from explorer.tasks import TaskSpec
-    from explorer.train import TaskData, TrainConfig, Trainer, new_task_bundle
+    from explorer.training.distributed import run_ranks
+    from explorer.training.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
+    from explorer.data.tasks import TaskSpec
+    from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
     spec, batch, n = TaskSpec("reverse", 5, 15), TRAIN_DEFAULTS["batch_size"], p["processes"]
     steps = max(4, p["batches"] * 32 // batch)
 
@@ -334,12 +334,12 @@ def worker_ddp(p: dict) -> dict:
 
 def worker_trace(p: dict) -> dict:
     threads = set_threads(p.get("threads"))
-    from explorer import checkpoint
-    from explorer.decoding import greedy_batch
-    from explorer.recipes import MODEL_DEFAULTS
-    from explorer.tasks import TaskSpec
-    from explorer.trace import trace
-    from explorer.train import new_task_bundle
+    from explorer.checkpoints import checkpoint
+    from explorer.engine.decoding import greedy_batch
+    from explorer.training.recipes import MODEL_DEFAULTS
+    from explorer.data.tasks import TaskSpec
+    from explorer.engine.trace import trace
+    from explorer.training.train import new_task_bundle
 
     path = Path(p["models"]) / "reverse.safetensors"
     if path.exists():
@@ -361,7 +361,8 @@ def worker_trace(p: dict) -> dict:
 
 def worker_neighbours(p: dict) -> dict:
     threads = set_threads(p.get("threads"))
-    from explorer import checkpoint, neighbours
+    from explorer.checkpoints import checkpoint
+    from explorer.engine import neighbours
     from explorer.errors import ExplorerError
 
     models = {}
@@ -654,8 +655,8 @@ def run_all(args: argparse.Namespace) -> dict:
     seeds = list(range(args.seeds if args.seeds else (1 if quick else 3)))
     sections = set(args.only or ["train", "long", "throughput", "ddp", "trace", "neighbours", "app", "coldstart"])
     import torch
-    from explorer.recipes import auto_threads
-    from explorer.distributed import processes_wanted
+    from explorer.training.recipes import auto_threads
+    from explorer.training.distributed import processes_wanted
     threads = args.threads or auto_threads()  # decided once, so both sides and every run use the same
     processes = processes_wanted(args.processes)  # ours, as `explorer train` decides it (the reference: one)
     base = {"threads": threads}

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from . import defaults
-from .cli_checks import check_args
-from .errors import ExplorerError
-from .progress import ConsoleProgress, fmt_seconds
+from explorer import defaults
+from explorer.cli_checks import check_args
+from explorer.errors import ExplorerError
+from explorer.training.progress import ConsoleProgress, fmt_seconds
 
 if TYPE_CHECKING:  # torch is imported by the commands that need it (startup time)
     import torch
@@ -235,12 +235,12 @@ def _device_notice(device: torch.device, progress: ConsoleProgress) -> Callable[
 
 def cmd_train(args: argparse.Namespace) -> int:
     """One process, N processes on this machine (--processes), or one rank of a torchrun launch: the same
-    training in each (explorer/distributed.py); rank 0 alone prints progress and writes the checkpoint."""
+    training in each (explorer/training/distributed.py); rank 0 alone prints progress and writes the checkpoint."""
     import os
 
-    from . import distributed
-    from .devices import pick_device
-    from .recipes import auto_threads
+    from explorer.training import distributed
+    from explorer.engine.devices import pick_device
+    from explorer.training.recipes import auto_threads
     device = pick_device(args.device)
     idle = auto_threads()
     if distributed.under_torchrun():
@@ -270,10 +270,10 @@ def _train_rank(args: argparse.Namespace, world, threads: int) -> int:
     """Train as rank `world.rank` of `world.size`; rank 0 writes the checkpoint (atomically) and the summary."""
     import torch
 
-    from . import checkpoint
+    from explorer.checkpoints import checkpoint
     import contextlib
 
-    from .recipes import train_from_args
+    from explorer.training.recipes import train_from_args
     torch.set_num_threads(threads)
     progress = ConsoleProgress(quiet=args.quiet or not world.leader)
     # rank 0 writes: a second training to the same --out is refused now, not overwritten at its end
@@ -293,8 +293,8 @@ def _train_rank(args: argparse.Namespace, world, threads: int) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from . import checkpoint
-    from .evaluation import evaluate_checkpoint
+    from explorer.checkpoints import checkpoint
+    from explorer.training.evaluation import evaluate_checkpoint
     bundle = checkpoint.load(args.checkpoint)
     if args.samples is not None and args.samples < 1:
         raise ExplorerError("--samples must be at least 1")
@@ -314,9 +314,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from . import checkpoint
-    from .lengths import cut_note
-    from .trace import Intervention, trace
+    from explorer.checkpoints import checkpoint
+    from explorer.engine.lengths import cut_note
+    from explorer.engine.trace import Intervention, trace
     bundle = checkpoint.load(args.checkpoint)
     pins = tuple((t, _from_one(int(v), "--pin position")) for t, v in  # cli_checks: whole numbers
                  (_pair_arg(p, "pin") for p in args.pin))
@@ -343,8 +343,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from . import checkpoint
-    from .evaluation import translate_one
+    from explorer.checkpoints import checkpoint
+    from explorer.training.evaluation import translate_one
     bundle = checkpoint.load(args.checkpoint)
     if args.input is not None:
         done = translate_one(bundle, args.input, beam=args.beam)
@@ -372,7 +372,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from . import checkpoint
+    from explorer.checkpoints import checkpoint
     bundle = checkpoint.load(args.checkpoint)
     info = checkpoint.describe(bundle)
     for key in ("source_vocab", "target_vocab"):

@@ -13,9 +13,9 @@ import math
 import re
 from typing import Any
 
-from .errors import ExplorerError
-from .limits import CLI_LIMITS, MAX_PINS, MAX_SEED, check_beam, check_samples, real, whole
-from .storage import check_path_text
+from explorer.errors import ExplorerError
+from explorer.limits import CLI_LIMITS, MAX_PINS, MAX_SEED, check_beam, check_samples, real, whole
+from explorer.storage import check_path_text
 
 _STEP_VALUE = re.compile(r"\s*-?\d{1,9}\s*:")
 _STEP_POSITION = re.compile(r"\s*-?\d{1,9}\s*:\s*-?\d{1,9}\s*")
@@ -43,7 +43,7 @@ def _optional(args: argparse.Namespace, attr: str, check, *bounds: Any, **kw: An
 
 
 def _train(args: argparse.Namespace) -> None:
-    from .checkpoint import target_path
+    from explorer.checkpoints.checkpoint import target_path
     lim = CLI_LIMITS
     target_path(args.out)  # a path the file system takes, outside the shipped models
     for attr, hi in (("hidden", lim.max_hidden), ("embed", lim.max_embed), ("attn_dim", lim.max_attn_dim),

@@ -39,7 +39,7 @@ APP_TASK_STEPS = 400
 APP_TASK_TARGET = 0.99
 
 # --- translation (your own TSV) -------------------------------------------------------------------
-# max_tokens counts subword pieces; min_freq: a piece is learnt only if seen this often (explorer/subwords.py)
+# max_tokens counts subword pieces; min_freq: a piece is learnt only if seen this often (explorer/data/subwords.py)
 TRANSLATION_DATA_DEFAULTS: dict[str, Any] = {"max_tokens": 40, "min_freq": 2, "valid_fraction": 0.05}
 TRANSLATION_TRAIN_DEFAULTS: dict[str, Any] = {"batch_size": 64, "lr": 2e-3, "eval_samples": 1000,
                                               "label_smoothing": 0.1}

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from .errors import ExplorerError
+from explorer.errors import ExplorerError
 
 MAX_BEAM_WIDTH = 10  # beams of width k keep k hypotheses per step; the app's slider goes this far
 MAX_SAMPLES = 100_000  # fresh samples or TSV pairs one `eval` scores

@@ -3,7 +3,7 @@
 A `Trace` holds every intermediate of one decoding as numpy arrays; an `Intervention` names a "what if";
 `BeamRecord` is what one beam search kept. Figures, pages, exports and tests read these records and
 import this module only, so they never load torch; the builders that run the model live in
-`explorer.trace` (`trace()`) and `explorer.decoding` (`beam_record()`).
+`explorer.engine.trace` (`trace()`) and `explorer.engine.decoding` (`beam_record()`).
 
 One cached trace is shared by every figure on a page, so a Trace's arrays are made read-only when it
 is built: a figure that tried to change one in place would raise instead of silently changing the others.
@@ -18,8 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .subwords import MARK, pieces_text
-from .tasks import alignment_hits
+from explorer.data.subwords import MARK, pieces_text
+from explorer.data.tasks import alignment_hits
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .errors import ExplorerError
+from explorer.errors import ExplorerError
 
 MAX_PATH_CHARS = 4096
 

@@ -18,11 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from explorer import checkpoint  # noqa: E402
-from explorer.corpus import load_tsv  # noqa: E402
+from explorer.checkpoints import checkpoint  # noqa: E402
+from explorer.data.corpus import load_tsv  # noqa: E402
 from explorer.errors import ExplorerError  # noqa: E402
-from explorer.evaluation import held_out_pairs  # noqa: E402
-from explorer.recipes import pick_examples  # noqa: E402
+from explorer.training.evaluation import held_out_pairs  # noqa: E402
+from explorer.training.recipes import pick_examples  # noqa: E402
 
 
 def add_examples(name_or_path: str, data: str, out: str) -> tuple[Path, int]:

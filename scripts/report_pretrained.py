@@ -18,9 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from explorer import checkpoint  # noqa: E402
-from explorer.corpus import load_tsv  # noqa: E402
-from explorer.evaluation import (accuracy_by_length, attention_focus, evaluate_checkpoint,  # noqa: E402
+from explorer.checkpoints import checkpoint  # noqa: E402
+from explorer.data.corpus import load_tsv  # noqa: E402
+from explorer.training.evaluation import (accuracy_by_length, attention_focus, evaluate_checkpoint,  # noqa: E402
                                  evaluate_tsv, held_out_pairs)
 
 BEAM = 5  # translation BLEU is reported greedy (what the app's traces show) and with this beam width
@@ -45,7 +45,7 @@ def main() -> int:
                         help="store BLEU by source length of the translation twins (needs --data-root)")
     args = parser.parse_args()
     if args.bleu_curves:
-        from explorer.comparison import bleu_by_length, store_bleu_curves
+        from explorer.training.comparison import bleu_by_length, store_bleu_curves
         entries = []
         for name in BLEU_TWINS:
             bundle, path = checkpoint.load(name), checkpoint.resolve(name)
@@ -57,7 +57,7 @@ def main() -> int:
         print(store_bleu_curves(entries))
         return 0
     if args.curves:
-        from explorer.comparison import has_curve, store_curves
+        from explorer.training.comparison import has_curve, store_curves
         entries = [(checkpoint.resolve(n), checkpoint.load(n)) for n in checkpoint.pretrained_names()]
         print(store_curves([(path, bundle) for path, bundle in entries if has_curve(bundle)]))
         return 0

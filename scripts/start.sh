@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# `streamlit run app.py` with room for long addresses (explorer/serve.py: a 100 KB ?input= link got a blank page)
-exec .venv/bin/python -m explorer.serve "$@"
+# `streamlit run app.py` with room for long addresses (explorer/app/serve.py: a 100 KB ?input= link got a blank page)
+exec .venv/bin/python -m explorer.app.serve "$@"

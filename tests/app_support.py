@@ -19,8 +19,7 @@ from typing import Iterator
 
 import pytest
 
-from explorer import checkpoint
-
+from explorer.checkpoints import checkpoint
 TWINS = ("reverse", "reverse-none")
 TINY_TWIN_MODEL = {"embed": 8, "hidden": 24, "attn_dim": 16, "cell": "gru", "bidirectional": True}
 
@@ -35,9 +34,9 @@ def twin_dir() -> Path:
     """Shipped pretrained/ if it has the twins, else tiny twins trained on reverse 1–8 into a temp folder."""
     if shipped_twins():
         return checkpoint.PRETRAINED_DIR
-    from explorer.recipes import train_task
-    from explorer.tasks import TaskSpec
-    from explorer.train import TrainConfig
+    from explorer.training.recipes import train_task
+    from explorer.data.tasks import TaskSpec
+    from explorer.training.train import TrainConfig
     folder = Path(tempfile.mkdtemp(prefix="explorer-twins-"))
     cfg = TrainConfig(steps=150, batch_size=64, lr=1e-2, eval_every=150, eval_samples=100)
     for name, attention in (("reverse", "dot"), ("reverse-none", "none")):
@@ -49,7 +48,7 @@ def twin_dir() -> Path:
 
 def clear_caches() -> None:
     """Forget every cached model, name list and curve (they belong to one pretrained folder)."""
-    from explorer.pages import common
+    from explorer.app.pages import common
     for cached in (common.shipped_model, common.shipped_model_names, common._shipped_curve):
         cached.clear()
 
@@ -74,8 +73,8 @@ def pretrained_at(folder: Path) -> Iterator[Path]:
 
 APP = """
 import streamlit as st
-from explorer.pages import compare, explore, learn, train
-from explorer.pages.addresses import EXPLORE_PATH
+from explorer.app.pages import compare, explore, learn, train
+from explorer.app.pages.addresses import EXPLORE_PATH
 st.set_page_config(page_title="Attention Explorer", layout="wide")
 first = {first!r}
 st.navigation([
@@ -96,14 +95,14 @@ def app_test(page: str, timeout: float = 240):
 def show_page(at, url_pathname: str) -> None:
     """Make `at`'s next run show the st.navigation page at `url_pathname` ("explore": the default page, at
     the root); AppTest.switch_page only knows file-based pages."""
-    from explorer.pages.addresses import EXPLORE_PATH
+    from explorer.app.pages.addresses import EXPLORE_PATH
     paths = {EXPLORE_PATH, ""} if url_pathname == "explore" else {url_pathname}
     at._page_hash = next(h for h, info in at._registered_pages.items() if info.get("url_pathname") in paths)
 
 
 def copy_of(bundle, name: str):
     """A private deep copy of a (read-only) test model under another name, as the Train page makes."""
-    from explorer.registry import private_copy
+    from explorer.checkpoints.registry import private_copy
     clone = private_copy(bundle, name)
     clone.model.eval()
     return clone

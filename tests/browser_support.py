@@ -59,9 +59,9 @@ def free_port() -> int:
 
 
 def streamlit_command(port: int, script: str = "app.py") -> list[str]:
-    """The README's app command (scripts/start.sh: `python -m explorer.serve`, i.e. `streamlit run app.py`
+    """The README's app command (scripts/start.sh: `python -m explorer.app.serve`, i.e. `streamlit run app.py`
     with room for long addresses), headless and local, on a given port; another script runs as is."""
-    start = ["-m", "explorer.serve"] if script == "app.py" else ["-m", "streamlit", "run", script]
+    start = ["-m", "explorer.app.serve"] if script == "app.py" else ["-m", "streamlit", "run", script]
     return [sys.executable, *start, "--server.headless", "true",
             "--server.address", "127.0.0.1", "--server.port", str(port),
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]

@@ -23,13 +23,13 @@ from typing import Callable
 import pytest
 import torch
 
-from explorer import checkpoint
-from explorer.bundle import ModelBundle
-from explorer.model import ATTENTIONS, CELLS, ModelConfig, Seq2Seq
-from explorer.recipes import train_task
-from explorer.tasks import TaskSpec
-from explorer.train import TrainConfig, TrainResult
-from explorer.vocab import Vocab
+from explorer.checkpoints import checkpoint
+from explorer.engine.bundle import ModelBundle
+from explorer.engine.model import ATTENTIONS, CELLS, ModelConfig, Seq2Seq
+from explorer.training.recipes import train_task
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import TrainConfig, TrainResult
+from explorer.data.vocab import Vocab
 
 # Tests share two CPU cores with other work: one thread is faster than contending for two.
 torch.set_num_threads(1)

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import torch
 
-from explorer import checkpoint
-from explorer.bundle import ModelBundle
-from explorer.corpus import build_vocab, filter_pairs, load_tsv, tokenizer_for
-from explorer.model import ModelConfig, Seq2Seq, seeded_model
-from explorer.recipes import translation_setup
-from explorer.tasks import TaskSpec
-from explorer.train import new_task_bundle
+from explorer.checkpoints import checkpoint
+from explorer.engine.bundle import ModelBundle
+from explorer.data.corpus import build_vocab, filter_pairs, load_tsv, tokenizer_for
+from explorer.engine.model import ModelConfig, Seq2Seq, seeded_model
+from explorer.training.recipes import translation_setup
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import new_task_bundle
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SMALL = {"embed": 8, "hidden": 16, "attn_dim": 8, "max_src_len": 40, "max_tgt_len": 12}

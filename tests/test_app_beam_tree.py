@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer import checkpoint, views
-from explorer.figures.beam import beam_tree_figure
+from explorer.checkpoints import checkpoint
+
+from explorer.app import views
+from explorer.app.figures.beam import beam_tree_figure
 
 from test_app_explore import decode, errors, figure, metric, ok, open_app, query, state
 

@@ -11,8 +11,8 @@ import sys
 import pandas as pd
 import pytest
 
-from explorer import comparison
-from explorer.registry import SessionModels
+from explorer.training import comparison
+from explorer.checkpoints.registry import SessionModels
 from tests import app_support
 
 # A short curve keeps the test quick; the page reads these at run time.
@@ -120,8 +120,8 @@ def test_no_models_is_a_message(tmp_path, monkeypatch):
 def test_two_translation_models_get_bleu_and_chrf_on_the_same_pairs(pretrained, short_curve):
     """Issue 26: BLEU and chrF (sacrebleu) for two translation models of one language pair, on the pairs
     one of them keeps; a toy model beside them gets no such table."""
-    from explorer.recipes import translation_setup
-    from explorer.evaluation import score_pairs
+    from explorer.training.recipes import translation_setup
+    from explorer.training.evaluation import score_pairs
     from tests import pig_latin
     tsv = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)).encode()
     models = SessionModels()
@@ -160,5 +160,5 @@ def test_the_shipped_translation_twins_draw_bleu_by_sentence_length():
 
 
 def comparison_curves():
-    from explorer import checkpoint
+    from explorer.checkpoints import checkpoint
     return [c for n in ("eng-fra", "eng-fra-none") if (c := comparison.stored_bleu_curve(checkpoint.resolve(n)))]

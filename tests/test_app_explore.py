@@ -14,15 +14,15 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-import explorer.trace
-from explorer import checkpoint
-from explorer.registry import SessionModels
+import explorer.engine.trace
+from explorer.checkpoints import checkpoint
+from explorer.checkpoints.registry import SessionModels
 
 from explore_models import build_models
 
 TIMEOUT = 120
 # Steps of the untrained copy model on its first example 31415926: it never writes <eos>, so decoding stops at
-# the cap a copy allows (explorer/lengths.py): 8 symbols and <eos>.
+# the cap a copy allows (explorer/engine/lengths.py): 8 symbols and <eos>.
 STEPS = 9
 
 
@@ -104,7 +104,7 @@ def test_the_heatmap_shows_the_traced_weights_with_the_current_step_marked(model
     ok(at)
     spec = figure(at, "explore_heatmap")
     bundle = checkpoint.load(models_dir / "copy.safetensors")
-    expected = explorer.trace.trace(bundle, "31415926")
+    expected = explorer.engine.trace.trace(bundle, "31415926")
     assert np.allclose(decode(spec["data"][0]["z"]), expected.weights, atol=1e-6)
     rect = spec["layout"]["shapes"][0]
     assert (rect["y0"], rect["y1"]) == (0.5, 1.5)  # step t = 2 (0-based row 1)
@@ -117,7 +117,7 @@ def test_the_hidden_states_are_drawn_once_their_section_is_opened_with_the_trace
     assert not any(el.proto.id.endswith("-" + k) for el in at.get("plotly_chart") for k in hidden_keys)
     at.session_state["explore_hidden"] = True  # what opening the expander in a browser sets
     ok(at)
-    expected = explorer.trace.trace(checkpoint.load(models_dir / "copy.safetensors"), "31415926")
+    expected = explorer.engine.trace.trace(checkpoint.load(models_dir / "copy.safetensors"), "31415926")
     assert np.allclose(decode(figure(at, "explore_fig_h")["data"][0]["z"]), expected.encoder_states, atol=1e-6)
     states = decode(figure(at, "explore_fig_s")["data"][0]["z"])  # s_0 from the encoder, then every s_t
     assert np.allclose(states[1:], expected.decoder_states, atol=1e-6)
@@ -311,8 +311,8 @@ def test_clicking_a_heatmap_cell_selects_its_step(models_dir):
 def test_changing_the_step_does_not_recompute_the_trace(models_dir, monkeypatch):
     at = open_app(models_dir)
     calls = []
-    real = explorer.trace.trace
-    monkeypatch.setattr(explorer.trace, "trace", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = explorer.engine.trace.trace
+    monkeypatch.setattr(explorer.engine.trace, "trace", lambda *a, **k: calls.append(a) or real(*a, **k))
     for _ in range(3):
         at.button(key="explore_next").click()
         ok(at)
@@ -548,7 +548,7 @@ def test_a_subword_model_shows_its_pieces_and_a_words_view(models_dir):
     text = "How can we use variable input lengths?"
     at = open_app(models_dir, model="tiny-fra", input=text)
     assert not errors(at)
-    expected = explorer.trace.trace(checkpoint.load(f"{models_dir}/tiny-fra.safetensors"), text)
+    expected = explorer.engine.trace.trace(checkpoint.load(f"{models_dir}/tiny-fra.safetensors"), text)
     heatmap = figure(at, "explore_heatmap")
     assert [label.split(":", 1)[1] for label in heatmap["data"][0]["x"]] == list(expected.source_tokens)
     assert any("▁ marks a piece that begins a word" in c.value for c in at.caption)
@@ -562,7 +562,7 @@ def test_a_model_of_your_own_data_offers_its_own_sentences(models_dir):
     """A checkpoint that keeps held-out pairs (issue 26): Examples and Random come from them, not from the
     English sentences a pig-latin model cannot read. (Shipped here: AppTest cannot rerun a selectbox whose
     labels are formatted, as a session model's are.)"""
-    from explorer.recipes import translation_setup
+    from explorer.training.recipes import translation_setup
     from tests import pig_latin
     tsv = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)).encode()
     bundle, _, _ = translation_setup(tsv, "pig", {"embed": 8, "hidden": 16, "attn_dim": 8})

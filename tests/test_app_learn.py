@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from explorer import comparison, lessons
-from explorer.pages.learn_text import TEXT
+from explorer.training import comparison
+
+from explorer.app import lessons
+from explorer.app.pages.learn_text import TEXT
 from tests import app_support
 
 
@@ -141,14 +143,14 @@ def test_widgets(pretrained, quick):
 
 
 def app_support_lesson() -> str:
-    from explorer.pages.learn import LESSON_RNN
+    from explorer.app.pages.learn import LESSON_RNN
     return LESSON_RNN
 
 
 def test_a_link_opens_a_section_and_section_5_states_the_real_parameter_counts(pretrained, quick):
     """`?section=5` opens the bottleneck section; its text gives each model's parameter count as computed
     (the twins differ: attention has its own projections), not "exactly the same size"."""
-    from explorer.pages import common
+    from explorer.app.pages import common
     at = app_support.app_test("learn")
     at.query_params["section"] = "5"
     at.run()

@@ -8,8 +8,10 @@ from urllib.parse import parse_qsl
 import numpy as np
 import pytest
 
-from explorer import checkpoint, neighbours
-from explorer.trace import trace
+from explorer.checkpoints import checkpoint
+
+from explorer.engine import neighbours
+from explorer.engine.trace import trace
 
 from test_app_explore import errors, ok, open_app, query
 

@@ -9,9 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from explorer import checkpoint, comparison
-from explorer import score_functions as sf
-from explorer.trace import trace
+from explorer.checkpoints import checkpoint
+
+from explorer.training import comparison
+from explorer.engine import score_functions as sf
+from explorer.engine.trace import trace
 from tests import app_support
 
 
@@ -80,8 +82,8 @@ def test_sharpness_reads_the_decoding(pretrained):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_learn_tour_says_what_scaling_changes_with_the_twins_numbers(pretrained, monkeypatch, lang):
-    from explorer import lessons
-    from explorer.pages.learn_text import TEXT
+    from explorer.app import lessons
+    from explorer.app.pages.learn_text import TEXT
     monkeypatch.setattr(lessons, "LESSON_STEPS", 40)
     monkeypatch.setattr(comparison, "CURVE_LENGTHS", (1, 10))
     monkeypatch.setattr(comparison, "CURVE_SAMPLES", 20)

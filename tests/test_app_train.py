@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import checkpoint, jobs
-from explorer.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
+from explorer.checkpoints import checkpoint
+
+from explorer.training import jobs
+from explorer.training.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
 from tests import pig_latin
 from tests.app_support import show_page
 
@@ -398,7 +400,7 @@ def test_an_uploaded_checkpoint_trains_further_and_the_original_stays(make_rando
 
 
 def test_a_translation_model_trains_further_only_on_a_file_it_can_read():
-    from explorer.recipes import translation_setup
+    from explorer.training.recipes import translation_setup
     bundle, _, _ = translation_setup(PIG, "pig", {"embed": 8, "hidden": 16, "attn_dim": 8})
     at = train_page()
     at.file_uploader(key="train_upload").set_value(("pig.safetensors", checkpoint.to_bytes(bundle),

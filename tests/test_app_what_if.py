@@ -10,8 +10,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import views
-from explorer.figures.attention import MASKED_NAME
+from explorer.app import views
+from explorer.app.figures.attention import MASKED_NAME
 
 from app_support import frame_with
 
@@ -41,7 +41,7 @@ def warnings(at: AppTest) -> list[str]:
 @pytest.fixture(autouse=True)
 def shipped_models():
     from app_support import pretrained_at
-    from explorer import checkpoint
+    from explorer.checkpoints import checkpoint
     with pretrained_at(checkpoint.PRETRAINED_DIR):
         yield
 

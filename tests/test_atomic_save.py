@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer import checkpoint
-from explorer.tasks import TaskSpec
-from explorer.train import new_task_bundle
+from explorer.checkpoints import checkpoint
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import new_task_bundle
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,9 +31,9 @@ CHILD = textwrap.dedent("""
     import json, os, sys, time
     target, ready, where = sys.argv[1], sys.argv[2], sys.argv[3]
     import torch
-    from explorer import checkpoint
-    from explorer.tasks import TaskSpec
-    from explorer.train import new_task_bundle
+    from explorer.checkpoints import checkpoint
+    from explorer.data.tasks import TaskSpec
+    from explorer.training.train import new_task_bundle
 
     real_fdopen, real_replace = os.fdopen, os.replace
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer import views
-from explorer.bundle import ModelBundle
-from explorer.decoding import BeamRecord, beam_record, beam_search
-from explorer.figures.beam import beam_tree_figure, tree_layout
-from explorer.lengths import output_cap
-from explorer.trace import trace
-from explorer.vocab import EOS_ID
+from explorer.app import views
+from explorer.engine.bundle import ModelBundle
+from explorer.engine.decoding import BeamRecord, beam_record, beam_search
+from explorer.app.figures.beam import beam_tree_figure, tree_layout
+from explorer.engine.lengths import output_cap
+from explorer.engine.trace import trace
+from explorer.data.vocab import EOS_ID
 
 ATOL = 1e-4
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from browser_support import chromium, open_app, require_browser, streamlit_server, wait_charts, wait_idle
-from explorer import checkpoint
+from explorer.checkpoints import checkpoint
 from tests import app_support
 
 

@@ -49,15 +49,15 @@ def cell_centre(page, key: str, row: int, col: int, rows: int, cols: int) -> tup
 
 
 def test_the_readme_app_command_is_what_this_test_serves():
-    """The README starts the app with `bash scripts/start.sh`, which runs `python -m explorer.serve "$@"`
+    """The README starts the app with `bash scripts/start.sh`, which runs `python -m explorer.app.serve "$@"`
     (`streamlit run app.py` with room for long addresses): the server below is that command with the headless
     flags appended (minus the install step)."""
     readme = (ROOT / "README.md").read_text()
     command = re.search(r"```bash\n(bash scripts/start\.sh)\n```", readme)
     assert command, "the README's start command moved: update this test and browser_support"
     script = (ROOT / "scripts" / "start.sh").read_text()
-    assert re.search(r'python -m explorer\.serve "\$@"', script)
-    assert streamlit_command(8501)[1:3] == ["-m", "explorer.serve"]
+    assert re.search(r'python -m explorer\.app\.serve "\$@"', script)
+    assert streamlit_command(8501)[1:3] == ["-m", "explorer.app.serve"]
 
 
 def test_type_step_click_and_screenshot(server, tmp_path):
@@ -158,7 +158,7 @@ def test_the_hidden_states_section_opens_with_its_charts_and_stays_open_while_st
 
 def test_a_link_with_100_kb_of_input_says_why_and_the_page_stays_usable(server):
     """A shared link with ~100 KB of text in ?input= (136 KB once its spaces are encoded) got a 400 from the
-    HTTP parser and a blank page; served by explorer.serve, the page says what is wrong and an example
+    HTTP parser and a blank page; served by explorer.app.serve, the page says what is wrong and an example
     still decodes."""
     from urllib.parse import quote
     with chromium(width=1400, height=1600) as page:

@@ -106,8 +106,8 @@ def test_no_text_is_cut_off_on_the_other_pages_in_a_narrower_window(server, widt
 
 def test_an_uploaded_checkpoints_result_stays_in_view(server, tmp_path):
     """Issue 26: uploading a checkpoint closed its section and hid "Added …" / "This file was refused: …"."""
-    from explorer import checkpoint
-    from explorer.recipes import translation_setup
+    from explorer.checkpoints import checkpoint
+    from explorer.training.recipes import translation_setup
     from tests import pig_latin
     tsv = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)).encode()
     bundle, _, _ = translation_setup(tsv, "pig", {"embed": 8, "hidden": 16, "attn_dim": 8})

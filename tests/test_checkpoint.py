@@ -1,4 +1,4 @@
-"""Checkpoints (explorer/checkpoint.py): a faithful round trip, atomic writes, and a clear
+"""Checkpoints (explorer/checkpoints/checkpoint.py): a faithful round trip, atomic writes, and a clear
 ExplorerError for every way a file can be wrong, without ever running code from it."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from explorer import checkpoint
+from explorer.checkpoints import checkpoint
 from explorer.errors import ExplorerError
-from explorer.trace import trace
+from explorer.engine.trace import trace
 
 
 def assert_same_weights(a: torch.nn.Module, b: torch.nn.Module) -> None:
@@ -297,7 +297,7 @@ def test_loading_a_checkpoint_stays_cheap_on_a_cold_process(make_random_bundle, 
 
 
 def test_the_skeleton_has_the_models_shapes_without_storage(make_random_bundle):
-    from explorer.model import Seq2Seq
+    from explorer.engine.model import Seq2Seq
     bundle = make_random_bundle()
     with torch.device("meta"):
         skeleton = Seq2Seq(bundle.model.cfg)

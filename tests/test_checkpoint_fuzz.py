@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from explorer import checkpoint
+from explorer.checkpoints import checkpoint
 from explorer.errors import ExplorerError
-from explorer.tasks import TaskSpec
-from explorer.trace import trace
-from explorer.train import new_task_bundle
+from explorer.data.tasks import TaskSpec
+from explorer.engine.trace import trace
+from explorer.training.train import new_task_bundle
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                        HealthCheck.function_scoped_fixture])

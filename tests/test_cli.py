@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer import checkpoint
+from explorer.checkpoints import checkpoint
 from explorer.__main__ import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -402,7 +402,7 @@ class Step:
 def test_progress_prints_a_line_at_least_every_5_seconds_with_eta():
     import io
 
-    from explorer.progress import ConsoleProgress
+    from explorer.training.progress import ConsoleProgress
     clock, out = FakeClock(), io.StringIO()
     progress = ConsoleProgress(stream=out, bar=False, clock=clock)
     for step in range(1, 101):
@@ -420,7 +420,7 @@ def test_progress_prints_a_line_at_least_every_5_seconds_with_eta():
 def test_progress_on_a_terminal_is_a_bar_redrawn_in_place_and_quiet_is_silent():
     import io
 
-    from explorer.progress import ConsoleProgress
+    from explorer.training.progress import ConsoleProgress
     clock, out = FakeClock(), io.StringIO()
     progress = ConsoleProgress(stream=out, bar=True, clock=clock)
     for step in range(1, 11):
@@ -453,7 +453,7 @@ def test_a_300_pair_file_trains_a_useful_model_with_the_defaults(tmp_path, capsy
 def test_default_processes_fall_back_to_one_where_ranks_cannot_be_forked(tmp_path, monkeypatch, capsys):
     """main() called from a threaded program (a test runner, a notebook) trains in one process by default
     instead of refusing; an explicit --processes 2 is still refused there with one line."""
-    from explorer import distributed
+    from explorer.training import distributed
     from explorer.__main__ import main
     monkeypatch.setattr(distributed, "can_fork", lambda: False)
     monkeypatch.setattr(distributed, "usable_cores", lambda: 2)
@@ -469,7 +469,7 @@ def test_default_processes_fall_back_to_one_where_ranks_cannot_be_forked(tmp_pat
 def test_counted_progress_reports_items_rate_and_eta():
     import io
 
-    from explorer.progress import ConsoleProgress
+    from explorer.training.progress import ConsoleProgress
     clock, out = FakeClock(), io.StringIO()
     progress = ConsoleProgress(stream=out, bar=False, clock=clock)
     for done in range(0, 641, 64):  # 64 pairs every 2 s: 20 s in all
@@ -482,8 +482,8 @@ def test_counted_progress_reports_items_rate_and_eta():
 
 def test_eval_of_a_file_shows_progress_and_a_summary_and_quiet_shows_none(tmp_path, capsys):
     """Issue 26: a long CLI job (eval --data decodes every pair) reports on stderr; --quiet keeps it silent."""
-    from explorer import checkpoint
-    from explorer.recipes import translation_setup
+    from explorer.checkpoints import checkpoint
+    from explorer.training.recipes import translation_setup
     from tests import pig_latin
     data = tmp_path / "pig.tsv"
     data.write_text("".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(100)), encoding="utf-8")

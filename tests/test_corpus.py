@@ -1,4 +1,4 @@
-"""Tests for explorer.corpus: the TSV loader, tokenisers, split, vocabulary and BLEU."""
+"""Tests for explorer.data.corpus: the TSV loader, tokenisers, split, vocabulary and BLEU."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explorer.corpus import (
+from explorer.data.corpus import (
     Corpus,
     Problem,
     build_vocab,
@@ -22,7 +22,7 @@ from explorer.corpus import (
     tokenizer_for,
 )
 from explorer.errors import ExplorerError
-from explorer.vocab import SPECIALS, UNK_ID
+from explorer.data.vocab import SPECIALS, UNK_ID
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from explorer import checkpoint, comparison
+from explorer.checkpoints import checkpoint
+
+from explorer.training import comparison
 from tests import app_support
 
 SHIPPED = checkpoint.PRETRAINED_DIR

@@ -19,9 +19,9 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from explorer import jobs
-from explorer.tasks import TaskSpec
-from explorer.train import TrainConfig, new_task_bundle
+from explorer.training import jobs
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import TrainConfig, new_task_bundle
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = ["train", "--task", "copy", "--steps", "30", "--min-len", "1", "--max-len", "5", "--embed", "8",

@@ -1,4 +1,4 @@
-"""Training on a GPU when present (explorer/devices.py and how the engine follows the model's device).
+"""Training on a GPU when present (explorer/engine/devices.py and how the engine follows the model's device).
 
 The development machines have no GPU, so the CUDA path itself is tested by one test that only runs
 where torch sees one. Everything else runs here:
@@ -17,16 +17,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from explorer import devices
+from explorer.engine import devices
 from explorer.__main__ import main
-from explorer.decoding import beam_search, greedy_batch
-from explorer.devices import model_device, pick_device
+from explorer.engine.decoding import beam_search, greedy_batch
+from explorer.engine.devices import model_device, pick_device
 from explorer.errors import ExplorerError
-from explorer.jobs import task_job, teacher_forced_loss
-from explorer.model import Seq2Seq
-from explorer.tasks import TaskSpec
-from explorer.trace import Intervention, trace
-from explorer.train import Pair, TaskData, TrainConfig, Trainer, evaluate, new_task_bundle
+from explorer.training.jobs import task_job, teacher_forced_loss
+from explorer.engine.model import Seq2Seq
+from explorer.data.tasks import TaskSpec
+from explorer.engine.trace import Intervention, trace
+from explorer.training.train import Pair, TaskData, TrainConfig, Trainer, evaluate, new_task_bundle
 
 SPEC = TaskSpec("copy", 1, 5)
 TINY = {"embed": 6, "hidden": 8, "attn_dim": 5, "bidirectional": False}

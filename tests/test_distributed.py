@@ -1,4 +1,4 @@
-"""Training on torch.distributed (explorer/distributed.py): ranks train as one process does, up to float
+"""Training on torch.distributed (explorer/training/distributed.py): ranks train as one process does, up to float
 rounding; `--processes N` and torchrun (one machine or two "nodes" on the loopback address) write one
 loadable checkpoint; a rank that dies ends the others with one clear line, never a hang.
 
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from explorer import checkpoint
-from explorer.distributed import processes_wanted
+from explorer.checkpoints import checkpoint
+from explorer.training.distributed import processes_wanted
 from explorer.errors import ExplorerError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,9 +32,9 @@ TINY = ["--embed", "8", "--hidden", "16", "--attn-dim", "8", "--batch-size", "24
 SETUP = """
 import json, sys, torch
 torch.set_num_threads(1)
-from explorer.distributed import run_ranks
-from explorer.tasks import TaskSpec
-from explorer.train import TaskData, TrainConfig, Trainer, new_task_bundle
+from explorer.training.distributed import run_ranks
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
 
 def trainer(world=None, **options):
     cfg = {k: options.pop(k) for k in list(options) if k in ("teacher_forcing", "steps")}
@@ -114,7 +114,7 @@ print(json.dumps(run_ranks(3, torch.device("cpu"), body)))
 
 def test_ranks_split_each_evaluation_and_add_up_to_one_processs_metrics() -> None:
     out = run_script("""
-from explorer.train import evaluate
+from explorer.training.train import evaluate
 def body(world):
     t = trainer(world)
     t.run(steps=2)

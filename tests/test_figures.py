@@ -14,14 +14,14 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from explorer import views
+from explorer.app import views
 from explorer.errors import ExplorerError
-from explorer.figures import attention as fa
-from explorer.figures import steps as fs
-from explorer.figures import vectors as fv
-from explorer.figures.style import FONT_SIZE, figure_html, plotly_config, styled, symmetric_range, token_labels
-from explorer.projection import fit_pca, project_queries_keys
-from explorer.trace import Intervention, trace
+from explorer.app.figures import attention as fa
+from explorer.app.figures import steps as fs
+from explorer.app.figures import vectors as fv
+from explorer.app.figures.style import FONT_SIZE, figure_html, plotly_config, styled, symmetric_range, token_labels
+from explorer.engine.projection import fit_pca, project_queries_keys
+from explorer.engine.trace import Intervention, trace
 
 from explore_models import build_models
 
@@ -308,12 +308,12 @@ def test_figures_export_as_self_contained_html_and_png_config(copy_trace):
 def test_an_exported_figure_with_chinese_carries_the_chinese_font():
     """Exported HTML opens on machines without a CJK font: the served subset travels inline."""
     import plotly.graph_objects as go
-    from explorer.figures.style import CJK_FAMILY, cjk_font_face
+    from explorer.app.figures.style import CJK_FAMILY, cjk_font_face
     html = figure_html(styled(go.Figure(go.Bar(x=["我", "爱"], y=[1, 2]))))
     assert cjk_font_face() and cjk_font_face() in html
     assert f'"{CJK_FAMILY}"' in html.split("<body>")[0]  # declared in the head, before the chart draws
     import plotly.io as pio
-    from explorer.figures.style import TEMPLATE
+    from explorer.app.figures.style import TEMPLATE
     assert CJK_FAMILY in pio.templates[TEMPLATE].layout.font.family  # the house template names it
 
 

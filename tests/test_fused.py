@@ -1,4 +1,4 @@
-"""The teacher-forced decoder loop with its own backward pass (explorer/fused.py) computes what
+"""The teacher-forced decoder loop with its own backward pass (explorer/engine/fused.py) computes what
 `decode_step`'s loop computes: the same logits and weights, the same gradient for every parameter."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from unittest import mock
 import pytest
 import torch
 
-from explorer import fused
-from explorer.model import ModelConfig, Seq2Seq, seeded_model
+from explorer.engine import fused
+from explorer.engine.model import ModelConfig, Seq2Seq, seeded_model
 
 B, S, T = 6, 7, 9
 LENGTHS = torch.tensor([7, 3, 5, 1, 7, 2])  # source lengths, not sorted

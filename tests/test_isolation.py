@@ -26,12 +26,14 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from explorer import checkpoint, comparison, jobs
+from explorer.checkpoints import checkpoint
+
+from explorer.training import comparison, jobs
 from explorer.errors import ExplorerError
-from explorer.pages import common
-from explorer.pages import train as train_page
-from explorer.registry import private_copy
-from explorer.train import TrainConfig
+from explorer.app.pages import common
+from explorer.app.pages import train as train_page
+from explorer.checkpoints.registry import private_copy
+from explorer.training.train import TrainConfig
 from tests.app_support import show_page
 
 from explore_models import NAMES, write_models

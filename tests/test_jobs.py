@@ -1,5 +1,5 @@
 """Background training jobs: run, stop, continue, snapshots, the per-session registry, its queue and its reaper.
-Every run trains in a process of its own (explorer/job_process.py)."""
+Every run trains in a process of its own (explorer/training/job_process.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer import checkpoint, job_process
+from explorer.checkpoints import checkpoint
+
+from explorer.training import job_process
 from explorer.errors import ExplorerError
-from explorer.jobs import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, JobRegistry, Limits, TrainingJob, Watched,
+from explorer.training.jobs import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, JobRegistry, Limits, TrainingJob, Watched,
                            _Thinned, task_job, translation_job)
-from explorer.tasks import TaskSpec
-from explorer.train import TaskData, TrainConfig, Trainer, new_task_bundle
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -220,9 +222,9 @@ def test_the_default_slots_are_the_usable_cores():
 
 SERVER = """
 import sys, time
-from explorer.jobs import task_job
-from explorer.tasks import TaskSpec
-from explorer.train import TrainConfig
+from explorer.training.jobs import task_job
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import TrainConfig
 job = task_job(TaskSpec("reverse", 2, 4, "abcd"), "tiny", {"embed": 8, "hidden": 16, "attn_dim": 8,
                "bidirectional": False}, TrainConfig(steps=50_000, batch_size=16, eval_every=10, eval_samples=40))
 job.start()

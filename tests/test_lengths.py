@@ -1,4 +1,4 @@
-"""Decoding stops at a length a user expects (explorer/lengths.py): toy tasks at what the task allows,
+"""Decoding stops at a length a user expects (explorer/engine/lengths.py): toy tasks at what the task allows,
 translation in proportion to the source; one cap for the trace, greedy (alone and batched) and beam search,
 and the cut said out loud in the CLI. The issue's case: a masked `reverse` input ran to 17-22 tokens."""
 
@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from explorer.__main__ import main
-from explorer.decoding import batch_sources, beam_search, decode, greedy_batch, strip_output
-from explorer.evaluation import translate_one
-from explorer.lengths import TRANSLATION_EXTRA, TRANSLATION_RATIO, cut_note, output_cap, output_caps
-from explorer.trace import Intervention, trace
-from explorer.vocab import EOS, EOS_ID
+from explorer.engine.decoding import batch_sources, beam_search, decode, greedy_batch, strip_output
+from explorer.training.evaluation import translate_one
+from explorer.engine.lengths import TRANSLATION_EXTRA, TRANSLATION_RATIO, cut_note, output_cap, output_caps
+from explorer.engine.trace import Intervention, trace
+from explorer.data.vocab import EOS, EOS_ID
 
 from conftest import load_shipped
 

@@ -7,13 +7,15 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from explorer import comparison, lessons
+from explorer.training import comparison
+
+from explorer.app import lessons
 from explorer.errors import ExplorerError
-from explorer.evaluation import accuracy_by_length
-from explorer.figures import compare as cfig
-from explorer.figures import lessons as lfig
-from explorer.model import UnsharedRNN, count_parameters, rnn_parameter_count
-from explorer.trace import trace
+from explorer.training.evaluation import accuracy_by_length
+from explorer.app.figures import compare as cfig
+from explorer.app.figures import lessons as lfig
+from explorer.engine.model import UnsharedRNN, count_parameters, rnn_parameter_count
+from explorer.engine.trace import trace
 
 # --- 1. sampling -------------------------------------------------------------------------------
 
@@ -244,9 +246,9 @@ def test_accuracy_figure_draws_each_curve(trained_copy):
 def test_evaluation_stops_decoding_where_scoring_stops(trained_copy, make_random_bundle, monkeypatch):
     """`evaluate` decodes only len(target) + 1 steps (what scoring reads): the same metrics as decoding
     on to the length cap, for a trained model beyond its lengths and for a random one that never stops."""
-    import explorer.train as train_module
-    from explorer.evaluation import task_pairs
-    from explorer.train import evaluate
+    import explorer.training.train as train_module
+    from explorer.training.evaluation import task_pairs
+    from explorer.training.train import evaluate
     uncapped = train_module.greedy_batch
     for bundle in (trained_copy.bundle, make_random_bundle(attention="dot", seed=4)):
         pairs = task_pairs(bundle, 60, seed=3, min_len=1, max_len=9)
@@ -260,7 +262,7 @@ def test_evaluation_stops_decoding_where_scoring_stops(trained_copy, make_random
 def test_a_weight_on_the_true_position_is_still_drawn_as_a_weight(trained_copy):
     """Section 6's α chart: every bar in the attention colour (the legend's "weight" entry is honest);
     the true position is an outline, so a weight sitting on it still shows (it used to be green only)."""
-    from explorer.figures.style import ATTENTION_COLOUR, TRUTH
+    from explorer.app.figures.style import ATTENTION_COLOUR, TRUTH
     tr = trace(trained_copy.bundle, "3141")
     lk = lessons.lookup(tr, 1)
     assert any(r.truth for r in lk.records)
@@ -273,7 +275,7 @@ def test_a_weight_on_the_true_position_is_still_drawn_as_a_weight(trained_copy):
 def test_signed_numbers_are_blue_when_positive_on_every_page():
     """One colour language: Learn's vector charts use Explore's diverging scale the same way round
     (RdBu: negative red, positive blue), never reversed."""
-    from explorer.figures.style import DIVERGING_SCALE
+    from explorer.app.figures.style import DIVERGING_SCALE
     fig = lfig.vectors_figure({"a": np.array([-1.0, 1.0])})
     heat = fig.data[0]
     assert not heat.reversescale and heat.zmid == 0

@@ -1,4 +1,4 @@
-"""The model (explorer/model.py): shapes, padding, the seed's RNN cell, the unshared RNN, config checks."""
+"""The model (explorer/engine/model.py): shapes, padding, the seed's RNN cell, the unshared RNN, config checks."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from explorer import fused
-from explorer.decoding import batch_sources, decode
+from explorer.engine import fused
+from explorer.engine.decoding import batch_sources, decode
 from explorer.errors import ExplorerError
-from explorer.model import (
+from explorer.engine.model import (
     Control,
     Dropout,
     ModelConfig,
@@ -22,7 +22,7 @@ from explorer.model import (
     rnn_parameter_count,
     seeded_model,
 )
-from explorer.vocab import EOS_ID, PAD_ID, SOS_ID
+from explorer.data.vocab import EOS_ID, PAD_ID, SOS_ID
 
 # Digit ids are 4..13 in the copy vocabulary; three inputs of different lengths, padded into one batch.
 SOURCES = [[4, 5, 6, 7, 8, 9, 10], [11, 12], [13, 4, 6, 8]]

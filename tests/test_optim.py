@@ -1,11 +1,11 @@
-"""explorer.optim.Adam against torch.optim.Adam: the same parameters, and no torch._dynamo import."""
+"""explorer.training.optim.Adam against torch.optim.Adam: the same parameters, and no torch._dynamo import."""
 
 import subprocess
 import sys
 
 import torch
 
-from explorer.optim import Adam
+from explorer.training.optim import Adam
 
 
 def _trained(make_optimizer, lr_schedule=(3e-3, 2e-3, 1e-3, 1e-3, 5e-4, 5e-4)) -> list[torch.Tensor]:
@@ -45,9 +45,9 @@ def test_zero_grad_without_set_to_none_keeps_zeroed_tensors() -> None:
 def test_training_does_not_import_torch_dynamo() -> None:
     """torch.optim's optimizers import torch._dynamo on their first step: 1.5 s of every training."""
     code = ("import sys, torch\n"
-            "from explorer.tasks import TaskSpec\n"
-            "from explorer.recipes import train_task\n"
-            "from explorer.train import TrainConfig\n"
+            "from explorer.data.tasks import TaskSpec\n"
+            "from explorer.training.recipes import train_task\n"
+            "from explorer.training.train import TrainConfig\n"
             "cfg = TrainConfig(steps=3, batch_size=8, eval_every=3, eval_samples=8)\n"
             "bundle, trainer, result = train_task(TaskSpec('reverse', 3, 5), 'r', {'hidden': 8, 'embed': 8}, cfg)\n"
             "assert result.steps == 3\n"

@@ -13,13 +13,17 @@ import pytest
 import sacrebleu
 import torch
 
-from explorer import checkpoint, defaults, views
+from explorer.checkpoints import checkpoint
+
+from explorer import defaults
+
+from explorer.app import views
 from explorer.errors import ExplorerError
-from explorer.evaluation import translate_text
-from explorer.further import further_job, vocabulary_coverage
-from explorer.recipes import pick_examples, translation_run, translation_setup
-from explorer.evaluation import score_pairs
-from explorer.train import TrainConfig
+from explorer.training.evaluation import translate_text
+from explorer.training.further import further_job, vocabulary_coverage
+from explorer.training.recipes import pick_examples, translation_run, translation_setup
+from explorer.training.evaluation import score_pairs
+from explorer.training.train import TrainConfig
 from tests import pig_latin
 
 TINY = {"embed": 8, "hidden": 16, "attn_dim": 8}
@@ -59,7 +63,7 @@ def test_a_small_file_gets_the_small_model_and_a_large_one_the_large(pig):
 
 
 def test_training_stops_on_a_validation_plateau(pig):
-    from explorer.train import Trainer
+    from explorer.training.train import Trainer
     bundle, data, _ = translation_setup(tsv(60), "flat", TINY, seed=0)
     cfg = TrainConfig(steps=400, batch_size=8, lr=1e-5, eval_every=2, stop_patience=2)  # too small an lr to move
     result = Trainer(bundle, data, cfg, device="cpu").run()

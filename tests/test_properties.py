@@ -20,12 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explorer import views
+from explorer.app import views
 from explorer.errors import ExplorerError
-from explorer.model import ATTENTIONS, CELLS
-from explorer.tasks import TaskSpec, make_task
-from explorer.trace import Intervention, trace
-from explorer.vocab import UNK
+from explorer.engine.model import ATTENTIONS, CELLS
+from explorer.data.tasks import TaskSpec, make_task
+from explorer.engine.trace import Intervention, trace
+from explorer.data.vocab import UNK
 
 from conftest import random_bundle_for
 from explore_models import build_models

@@ -30,11 +30,15 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from explorer import checkpoint, jobs, limits, storage
+from explorer.checkpoints import checkpoint
+
+from explorer.training import jobs
+
+from explorer import limits, storage
 from explorer.__main__ import main
 from explorer.errors import ExplorerError
-from explorer.tasks import TaskSpec
-from explorer.train import TrainConfig, new_task_bundle
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import TrainConfig, new_task_bundle
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -191,7 +195,7 @@ def test_arguments_beyond_the_limits_exit_2_before_any_work(translation_file, go
 
 
 def test_the_engine_refuses_a_bad_beam_and_lengths_too(good_file):
-    from explorer.evaluation import task_pairs, translate_ids
+    from explorer.training.evaluation import task_pairs, translate_ids
     bundle = checkpoint.load(good_file)
     for width in (0, -3, 11, 100_000):
         with pytest.raises(ExplorerError, match="beam width"):

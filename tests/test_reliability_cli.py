@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from safetensors.torch import save as st_save
 
-from explorer import checkpoint
+from explorer.checkpoints import checkpoint
 from explorer.__main__ import main
-from explorer.subwords import pieces_text
-from explorer.tasks import TaskSpec
-from explorer.train import new_task_bundle
+from explorer.data.subwords import pieces_text
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import new_task_bundle
 
 from explore_models import build_models
 

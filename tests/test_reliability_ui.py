@@ -24,9 +24,11 @@ import torch
 from safetensors.torch import save as st_save
 from streamlit.testing.v1 import AppTest
 
-from explorer import checkpoint, jobs
-from explorer.tasks import TaskSpec
-from explorer.train import new_task_bundle
+from explorer.checkpoints import checkpoint
+
+from explorer.training import jobs
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import new_task_bundle
 from tests.app_support import show_page
 
 
@@ -298,7 +300,7 @@ def test_a_bad_checkpoint_is_refused_never_run_and_nothing_is_lost(train, tmp_pa
 def test_a_valid_checkpoint_with_hostile_symbols_and_name_opens_in_explore(train, monkeypatch):
     """A real model whose alphabet is markup, LaTeX specials, an RTL override and an emoji, under a
     file name full of markup: it is added, and Explore decodes it without a traceback."""
-    from explorer.pages import explore
+    from explorer.app.pages import explore
     # AppTest formats the model menu outside the script run, where session state (and so the
     # "(trained this session)" label) is missing: label by name so the test can pick the model.
     monkeypatch.setattr(explore, "_model_label", str)

@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer import checkpoint
+from explorer.checkpoints import checkpoint
 from explorer.errors import ExplorerError
-from explorer.figures import attention as fa
-from explorer.recipes import default_vocab_size, translation_setup
-from explorer.subwords import (BYTE_PIECES, MARK, SubwordTokenizer, clean_text, prepare_text, to_simplified,
+from explorer.app.figures import attention as fa
+from explorer.training.recipes import default_vocab_size, translation_setup
+from explorer.data.subwords import (BYTE_PIECES, MARK, SubwordTokenizer, clean_text, prepare_text, to_simplified,
                                word_groups)
-from explorer.trace import trace
-from explorer.vocab import SPECIALS, UNK
+from explorer.engine.trace import trace
+from explorer.data.vocab import SPECIALS, UNK
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SENTENCES = ["The red car is here.", "I have a red car.", "He bought a big house.", "We have two cars.",
@@ -150,9 +150,9 @@ def test_the_words_view_sums_pieces_and_averages_steps(fra) -> None:
 
 
 def test_bleu_by_length_is_stored_per_checkpoint_file_and_read_back(fra, tmp_path: Path) -> None:
-    from explorer.comparison import bleu_by_length, store_bleu_curves, stored_bleu_curve
-    from explorer.corpus import load_tsv
-    from explorer.figures.compare import bleu_by_length_figure
+    from explorer.training.comparison import bleu_by_length, store_bleu_curves, stored_bleu_curve
+    from explorer.data.corpus import load_tsv
+    from explorer.app.figures.compare import bleu_by_length_figure
     bundle, _, _ = fra
     pairs = list(load_tsv(FIXTURES / "eng-fra-good.tsv").pairs)
     curve = bleu_by_length(bundle, pairs, "the fixture")
@@ -169,7 +169,7 @@ def test_bleu_by_length_is_stored_per_checkpoint_file_and_read_back(fra, tmp_pat
 
 
 def test_the_csv_export_says_which_word_each_piece_belongs_to(fra) -> None:
-    from explorer import views
+    from explorer.app import views
     bundle, _, _ = fra
     tr = trace(bundle, "How can we use variable input lengths?")
     frame = views.trace_frame(tr)
@@ -196,7 +196,7 @@ def test_extra_pairs_join_the_training_split_only(fra) -> None:
 
 
 def test_the_shipped_glossaries_are_well_formed_pairs() -> None:
-    from explorer.corpus import load_tsv
+    from explorer.data.corpus import load_tsv
     root = Path(__file__).resolve().parents[1] / "data"
     for name in ("glossary.en-fr.tsv", "glossary.en-zh.tsv"):
         corpus = load_tsv(root / name)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from explorer.errors import ExplorerError
-from explorer.tasks import (
+from explorer.data.tasks import (
     DATE_FORMATS,
     TASK_NAMES,
     Example,

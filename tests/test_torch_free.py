@@ -17,23 +17,23 @@ import pytest
 from explorer.record import Intervention, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-FIGURES = sorted(f"explorer.figures.{p.stem}" for p in (ROOT / "explorer" / "figures").glob("*.py")
+FIGURES = sorted(f"explorer.app.figures.{p.stem}" for p in (ROOT / "explorer" / "app" / "figures").glob("*.py")
                  if p.stem != "__init__")
-PAGES = sorted(f"explorer.pages.{p.stem}" for p in (ROOT / "explorer" / "pages").glob("*.py")
+PAGES = sorted(f"explorer.app.pages.{p.stem}" for p in (ROOT / "explorer" / "app" / "pages").glob("*.py")
                if p.stem != "__init__")
 
-TORCH_FREE_PAGES = ("explorer.pages.addresses", "explorer.pages.learn_text", "explorer.pages.presenter",
-                    "explorer.pages.warmup")
+TORCH_FREE_PAGES = ("explorer.app.pages.addresses", "explorer.app.pages.learn_text", "explorer.app.pages.presenter",
+                    "explorer.app.pages.warmup")
 # Page modules that run a model in the Streamlit process, so they need the engine (and torch):
 NEEDS_TORCH = {
-    "explorer.pages.common": "loads shipped and session models (registry, checkpoint) for every page",
-    "explorer.pages.explore": "builds traces and beam records through explorer.views",
-    "explorer.pages.beam_panel": "runs beam search through explorer.views",
-    "explorer.pages.neighbours_panel": "decodes the neighbouring inputs (explorer.neighbours)",
-    "explorer.pages.score_twins": "scores twin models on shared inputs (explorer.score_functions)",
-    "explorer.pages.learn": "computes the lessons' numbers with the model (explorer.lessons)",
-    "explorer.pages.compare": "measures accuracy curves by running models (explorer.comparison)",
-    "explorer.pages.train": "configures and starts training jobs (explorer.jobs, explorer.train)",
+    "explorer.app.pages.common": "loads shipped and session models (registry, checkpoint) for every page",
+    "explorer.app.pages.explore": "builds traces and beam records through explorer.app.views",
+    "explorer.app.pages.beam_panel": "runs beam search through explorer.app.views",
+    "explorer.app.pages.neighbours_panel": "decodes the neighbouring inputs (explorer.engine.neighbours)",
+    "explorer.app.pages.score_twins": "scores twin models on shared inputs (explorer.engine.score_functions)",
+    "explorer.app.pages.learn": "computes the lessons' numbers with the model (explorer.app.lessons)",
+    "explorer.app.pages.compare": "measures accuracy curves by running models (explorer.training.comparison)",
+    "explorer.app.pages.train": "configures and starts training jobs (explorer.training.jobs, explorer.training.train)",
 }
 TORCH_FREE = ("explorer.record", "explorer.names", *FIGURES, *TORCH_FREE_PAGES)
 
@@ -56,7 +56,7 @@ def test_module_does_not_load_torch(module):
 
 
 def test_the_check_sees_torch_when_it_is_loaded():
-    assert loads_torch("explorer.trace")
+    assert loads_torch("explorer.engine.trace")
 
 
 def _tiny_trace() -> Trace:

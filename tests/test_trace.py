@@ -1,4 +1,4 @@
-"""The trace (explorer/trace.py) is the numbers the model used: the seed's equations hold on it, it
+"""The trace (explorer/engine/trace.py) is the numbers the model used: the seed's equations hold on it, it
 agrees with greedy decoding, beam search of width 1 and the training forward pass, and its
 interventions do exactly what they say."""
 
@@ -13,14 +13,14 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explorer.bundle import ModelBundle, Prepared
-from explorer.decoding import beam_search, greedy_batch, strip_output
+from explorer.engine.bundle import ModelBundle, Prepared
+from explorer.engine.decoding import beam_search, greedy_batch, strip_output
 from explorer.errors import ExplorerError
-from explorer.lengths import output_cap, output_caps
-from explorer.model import ATTENTIONS, CELLS
+from explorer.engine.lengths import output_cap, output_caps
+from explorer.engine.model import ATTENTIONS, CELLS
 from explorer.record import Intervention, Trace, first_difference
-from explorer.trace import trace
-from explorer.vocab import EOS, EOS_ID, SOS_ID
+from explorer.engine.trace import trace
+from explorer.data.vocab import EOS, EOS_ID, SOS_ID
 
 ATOL = 1e-5
 

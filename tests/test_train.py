@@ -1,4 +1,4 @@
-"""Training (explorer/train.py): a few seconds learn `copy`; runs are reproducible, stoppable and
+"""Training (explorer/training/train.py): a few seconds learn `copy`; runs are reproducible, stoppable and
 continuable; callbacks see progress; `evaluate` scores outputs the way its docstring says."""
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from dataclasses import replace
 import pytest
 import torch
 
-from explorer.decoding import greedy_batch, strip_output
+from explorer.engine.decoding import greedy_batch, strip_output
 from explorer.errors import ExplorerError
-from explorer.evaluation import task_pairs
-from explorer.recipes import train_task
-from explorer.tasks import TaskSpec, make_task
-from explorer.trace import Trace, trace
-from explorer import train
-from explorer.train import (TARGET_CHECK_GAP, Metrics, Pair, Progress, TaskData, Tally, TrainConfig, Trainer,
+from explorer.training.evaluation import task_pairs
+from explorer.training.recipes import train_task
+from explorer.data.tasks import TaskSpec, make_task
+from explorer.engine.trace import Trace, trace
+from explorer.training import train
+from explorer.training.train import (TARGET_CHECK_GAP, Metrics, Pair, Progress, TaskData, Tally, TrainConfig, Trainer,
                            batch_loss, collate, evaluate, new_task_bundle, tally, token_loss)
-from explorer.vocab import EOS_ID, PAD_ID, SOS_ID
+from explorer.data.vocab import EOS_ID, PAD_ID, SOS_ID
 
 SMALL_MODEL = {"embed": 8, "hidden": 16, "attn_dim": 8, "bidirectional": False}
 SHORT_RUN = TrainConfig(steps=6, batch_size=16, lr=1e-2, eval_every=3, eval_samples=20, seed=5)
@@ -352,7 +352,7 @@ def test_evaluate_scores_alignment_as_often_as_attention_hits_the_truth(trained_
 def test_alignment_of_a_padded_batch_counts_as_each_input_alone(trained_copy):
     """tally takes each step's attention argmax over whole padded rows at once: padding has weight 0, so
     every input scores as its own trace does (against the anti-diagonal, so hits and misses both occur)."""
-    from explorer.tasks import alignment_hits
+    from explorer.data.tasks import alignment_hits
     bundle = trained_copy.bundle
     texts = ["1234", "98", "5551234", "7", "31415"]
     pairs = [Pair(ids(bundle, t), ids(bundle, t), tuple(frozenset({len(t) - 1 - i}) for i in range(len(t))))
@@ -373,7 +373,7 @@ def test_evaluate_keeps_the_models_mode_and_handles_no_pairs(trained_copy):
 
 
 def test_tallies_of_parts_add_up_to_the_whole_sets_metrics(trained_copy):
-    """What lets ranks score parts of a validation set (explorer/distributed.py)."""
+    """What lets ranks score parts of a validation set (explorer/training/distributed.py)."""
     bundle = trained_copy.bundle
     pairs = task_pairs(bundle, samples=60, seed=31, min_len=1, max_len=7)
     pairs = [Pair(p.src, p.tgt[:-1] if i % 4 == 0 else p.tgt, p.alignment) for i, p in enumerate(pairs)]  # some wrong
@@ -482,7 +482,7 @@ def test_train_task_traces_the_probe_when_asked():
 
 
 def test_attention_focus_of_an_aligning_model_and_of_one_without_attention(trained_copy, make_random_bundle):
-    from explorer.evaluation import attention_focus
+    from explorer.training.evaluation import attention_focus
     texts = ["31415", "271828", "1234", "99887", "6053"]
     focus = attention_focus(trained_copy.bundle, texts)
     assert focus["steps"] == sum(len(t) for t in texts)  # one per output token before <eos>

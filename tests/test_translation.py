@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from explorer import checkpoint
-from explorer.evaluation import evaluate_tsv, translate_text
-from explorer.vocab import EOS_ID, PAD_ID, SOS_ID, UNK_ID
+from explorer.checkpoints import checkpoint
+from explorer.training.evaluation import evaluate_tsv, translate_text
+from explorer.data.vocab import EOS_ID, PAD_ID, SOS_ID, UNK_ID
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -142,7 +142,7 @@ def test_shipped_translation_model_on_its_held_out_split(name: str) -> None:
 def test_the_shipped_models_attend_to_the_word_they_translate(name: str, text: str, pairs: dict[str, str]) -> None:
     """Readable maps: each of these output words has its largest (words view) weight on its English source
     word (a model whose attention collapses onto the final "." fails this; the first eng-fra did)."""
-    from explorer.trace import trace
+    from explorer.engine.trace import trace
     tr = trace(checkpoint.load(name), text)
     outputs, inputs = tr.word_labels()
     weights = tr.word_weights()

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from explorer.pages import warmup
+from explorer.app.pages import warmup
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 UNFINISHED = """
 import streamlit as st
-from explorer.pages import warmup
+from explorer.app.pages import warmup
 warmup.start()
 st.write("page")
 """

@@ -1,0 +1,150 @@
+"""What every page shares: the model registry in Streamlit's caches, cached traces, error messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typing import Any
+
+import streamlit as st
+
+from explorer.errors import ExplorerError
+from explorer.checkpoints.registry import LRUCache, SessionModels, load_shipped, shipped_names
+
+
+@st.cache_resource(show_spinner=False)
+def shipped_model(name: str):
+    """A shipped model, loaded once for all sessions; never mutate it (train a private copy)."""
+    return load_shipped(name)
+
+
+@st.cache_resource(show_spinner=False)
+def shipped_model_names() -> list[str]:
+    return shipped_names()
+
+
+def session_models() -> SessionModels:
+    """This session's own models (trained or uploaded)."""
+    if "models" not in st.session_state:
+        st.session_state["models"] = SessionModels()
+    return st.session_state["models"]
+
+
+def model_names() -> list[str]:
+    """Shipped models first, then this session's."""
+    return shipped_model_names() + session_models().names()
+
+
+def get_model(name: str):
+    """A model by name (session models shadow nothing: their names are kept unique)."""
+    own = session_models().get(name)
+    if own is not None:
+        return own
+    if name in shipped_model_names():
+        return shipped_model(name)
+    raise ExplorerError(f"no model named {name!r}")
+
+
+def model_key(name: str) -> tuple[str, int]:
+    """A cache key that changes when a session model is replaced (e.g. a new training snapshot)."""
+    return name, session_models().version(name)
+
+
+def _trace_cache() -> LRUCache:
+    if "trace_cache" not in st.session_state:
+        st.session_state["trace_cache"] = LRUCache(64)
+    return st.session_state["trace_cache"]
+
+
+def cached_trace(name: str, text: str, intervention: Any = None, target: str | None = None):
+    """The trace of an input, computed once per (model version, input, intervention, target)."""
+    from explorer.engine.trace import Intervention, trace
+    intervention = intervention or Intervention()
+    key = ("trace", model_key(name), text, intervention, target)
+    return _trace_cache().get_or_compute(key, lambda: trace(get_model(name), text, intervention, target))
+
+
+def cached(key: tuple, compute):
+    """Any other per-session cached computation (curves, beams)."""
+    return _trace_cache().get_or_compute(key, compute)
+
+
+def show_problem(exc: Exception) -> None:
+    """Bad input becomes a message, never a traceback."""
+    if isinstance(exc, ExplorerError):
+        st.error(str(exc), icon=":material/warning:")
+    else:
+        st.error(f"Something went wrong: {type(exc).__name__}: {exc}", icon=":material/error:")
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _shipped_curve(name: str, lengths: tuple[int, ...], samples: int, seed: int):
+    """Accuracy by length of a shipped model: read from the curves stored for that exact checkpoint
+    file, else computed once per server (shipped models never change)."""
+    from explorer.checkpoints import checkpoint
+    from explorer.training.comparison import length_curve, stored_curve
+    stored = stored_curve(checkpoint.resolve(name), lengths, samples, seed)
+    return stored if stored is not None else length_curve(shipped_model(name), lengths, samples, seed)
+
+
+def accuracy_curve(name: str, lengths: tuple[int, ...] | None = None, samples: int | None = None,
+                   seed: int | None = None):
+    """A model's accuracy-by-length Curve: shared across sessions for shipped models, per session otherwise."""
+    from explorer.training import comparison
+    lengths = tuple(lengths or comparison.CURVE_LENGTHS)
+    samples = samples or comparison.CURVE_SAMPLES
+    seed = comparison.CURVE_SEED if seed is None else seed
+    if session_models().get(name) is None and name in shipped_model_names():
+        return _shipped_curve(name, lengths, samples, seed)
+    return cached(("curve", model_key(name), lengths, samples, seed),
+                  lambda: comparison.length_curve(get_model(name), lengths, samples, seed))
+
+
+def shipped_bleu_curves() -> list:
+    """The stored BLEU-by-length curves of the shipped translation models (read once per server and folder)."""
+    from explorer.checkpoints import checkpoint
+    return _stored_bleu_curves(str(checkpoint.PRETRAINED_DIR), tuple(shipped_model_names()))
+
+
+@st.cache_resource(show_spinner=False)
+def _stored_bleu_curves(folder: str, names: tuple[str, ...]) -> list:
+    from explorer.training.comparison import stored_bleu_curve
+    curves = [stored_bleu_curve(Path(folder) / f"{name}.safetensors") for name in names]
+    return [c for c in curves if c is not None]
+
+
+def selected_points(event: Any) -> list[tuple[dict, list]]:
+    """The points of a chart's selection event, each with its customdata as a list ([] when absent): the
+    browser sends a typed array as {"0": a, "1": b, ...}, AppTest and older clients a list."""
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError):
+        return []
+    out = []
+    for point in points or []:
+        data = point.get("customdata")
+        if isinstance(data, dict):
+            data = [data.get(str(k)) for k in range(len(data))]
+        out.append((point, list(data) if data is not None else []))
+    return out
+
+
+def explore_link(label: str, model: str, text: str, step: int | None = None) -> None:
+    """A link that opens the Explore page on this model, input and decoder step (1-based, as Explore reads it)."""
+    from explorer.app.pages import explore
+    from explorer.app.pages.addresses import explore_page
+    params = {"model": model, "input": text}
+    if step is not None:
+        params["step"] = str(step)
+    st.page_link(explore_page(explore.render), label=label, icon=":material/search:", query_params=params)
+
+
+def chart(where: Any, fig: Any, *, key: str, config: dict | None = None, **kwargs: Any):
+    """Draw a Plotly figure in `where` (st or a column): our fonts and colours (theme=None: Streamlit's
+    chart theme would shrink labels to 12.75 px and recolour scales), a PNG camera, projector-sized
+    type in presenter mode."""
+    from explorer.app.figures.style import plotly_config, presented
+    from explorer.app.pages import presenter
+    if presenter.on():
+        fig = presented(fig)
+    return where.plotly_chart(fig, key=key, config=config or plotly_config(key), theme=None, **kwargs)

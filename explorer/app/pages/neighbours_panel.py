@@ -1,0 +1,146 @@
+"""Explore's neighbour view: for one encoder state hᵢ or decoder state sₜ of the trace on screen, the k
+nearest states among the model's own example pairs, each with a link that opens it on Explore.
+
+The index (explorer.engine.neighbours) is built once per shipped model per server (st.cache_resource) and once
+per session model version. The query lives in the URL: `nn=h3` (encoder state h₃) or `nn=s5` (decoder
+state s₅), `nnk=5` neighbours. Session-state keys start with `explore_nn`.
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlencode
+
+import pandas as pd
+import streamlit as st
+
+from explorer.engine import neighbours
+from explorer.errors import ExplorerError
+from explorer.app.pages import common
+from explorer.record import Trace
+
+K = "explore_nn_"
+MAX_K = 20
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _shipped_index(name: str) -> tuple[neighbours.NeighbourIndex, float]:
+    started = time.perf_counter()
+    index = neighbours.build_index(common.shipped_model(name))
+    return index, time.perf_counter() - started
+
+
+def index_for(name: str) -> tuple[neighbours.NeighbourIndex, float]:
+    """The model's index and the seconds it took to build (once: shared for shipped models)."""
+    if common.session_models().get(name) is None and name in common.shipped_model_names():
+        return _shipped_index(name)
+
+    def build() -> tuple[neighbours.NeighbourIndex, float]:
+        started = time.perf_counter()
+        index = neighbours.build_index(common.get_model(name))
+        return index, time.perf_counter() - started
+    return common.cached(("neighbours", common.model_key(name)), build)
+
+
+def _from_url() -> None:
+    """The query in the link, once per session (or when the link changes)."""
+    raw = st.query_params.get("nn")
+    k = st.query_params.get("nnk")
+    if (raw, k) == st.session_state.get(K + "synced"):
+        return
+    st.session_state[K + "synced"] = (raw, k)
+    if raw:
+        kind, number = raw[:1], raw[1:]
+        if kind in neighbours.KINDS and number.isdigit() and int(number) >= 1:
+            st.session_state[K + "kind"] = kind
+            st.session_state[K + "at"] = int(number)
+            st.session_state[K + "open"] = True
+        else:
+            st.warning(f"The link's neighbour query {raw!r} is not h<i> or s<t> (e.g. nn=s3); it was ignored.",
+                       icon=":material/link_off:")
+    if k and k.isdigit():
+        st.session_state[K + "k"] = min(max(int(k), 1), MAX_K)
+
+
+def _to_url(kind: str, at: int, k: int) -> None:
+    want = {"nn": f"{kind}{at}", "nnk": str(k)}
+    for key, value in want.items():
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value
+    st.session_state[K + "synced"] = (want["nn"], want["nnk"])
+
+
+def _clear_url() -> None:
+    for key in ("nn", "nnk"):
+        if key in st.query_params:
+            del st.query_params[key]
+    st.session_state[K + "synced"] = (None, None)
+
+
+def render(model: str, tr: Trace, step: int) -> None:
+    """The expander with the query controls and the neighbours table; drawn only while open."""
+    _from_url()
+    section = st.expander("Nearest examples: which of the model's own examples have the closest hᵢ or sₜ",
+                          icon=":material/hub:", expanded=bool(st.session_state.get(K + "open")),
+                          key=K + "section", on_change="rerun")
+    shown = section.open if section.open is not None else bool(st.session_state.get(K + "open"))
+    st.session_state[K + "open"] = shown  # AppTest tracks no open state: there the URL or the state opens it
+    if not shown:
+        _clear_url()
+        return
+    with section:
+        _panel(model, tr, step)
+
+
+def _panel(model: str, tr: Trace, step: int) -> None:
+    st.session_state.setdefault(K + "kind", "s")
+    st.session_state.setdefault(K + "k", 5)
+    st.session_state.setdefault(K + "at", step)
+    cols = st.columns([4, 2, 3], vertical_alignment="bottom")
+    kind = cols[0].segmented_control("State", list(neighbours.KINDS), key=K + "kind",
+                                     format_func=neighbours.KINDS.get) or "s"
+    limit = len(tr.source_tokens) if kind == "h" else tr.steps
+    at = min(max(int(st.session_state.get(K + "at") or 1), 1), limit)
+    st.session_state[K + "at"] = at
+    label = "Input position i" if kind == "h" else "Decoder step t"
+    cols[1].number_input(label, 1, limit, key=K + "at")
+    cols[2].slider("Neighbours k", 1, MAX_K, key=K + "k")
+    k = int(st.session_state[K + "k"])
+    _to_url(kind, at, k)
+    try:
+        index, seconds = index_for(model)
+    except ExplorerError as exc:
+        st.info(str(exc), icon=":material/info:")
+        return
+    vector = tr.encoder_states[at - 1] if kind == "h" else tr.decoder_states[at - 1]
+    started = time.perf_counter()
+    found = neighbours.nearest(index, kind, vector, k)
+    search_ms = (time.perf_counter() - started) * 1000
+    what = (f"h{_sub(at)} (x{_sub(at)} = '{tr.source_tokens[at - 1]}')" if kind == "h"
+            else f"s{_sub(at)} (the state that chose '{tr.output_tokens[at - 1]}')")
+    st.markdown(f"The {k} states nearest to **{what}** of this trace, among every "
+                f"{neighbours.KINDS[kind].split()[0]} state of {index.origin}.")
+    st.dataframe(neighbours_frame(model, found, kind), hide_index=True, width="stretch", key=K + "table",
+                 column_config={"distance": st.column_config.NumberColumn("distance ‖·‖₂", format="%.4f"),
+                                "open": st.column_config.LinkColumn("open on Explore", display_text="open")})
+    rows = len(index.encoder if kind == "h" else index.decoder)
+    st.caption(f"Euclidean distance over {rows:,} states ({index.nbytes / 1e6:.1f} MB, built once in "
+               f"{seconds:.2f} s); this search {search_ms:.2f} ms. Decoder states are teacher-forced on each "
+               "example's target, as Explore's teacher-forced mode shows them: the link opens that very state.")
+
+
+def neighbours_frame(model: str, found: list[neighbours.Neighbour], kind: str) -> pd.DataFrame:
+    """One row per neighbour: the example, the position or step (1-based), its token, distance and link."""
+    rows = []
+    for rank, n in enumerate(found, start=1):
+        rows.append({"rank": rank, "input": n.pair.source, "target": n.pair.target,
+                     ("position i" if kind == "h" else "step t"): n.position + 1, "token": n.token,
+                     "distance": n.distance, "open": "?" + urlencode(neighbours.explore_query(model, n, kind))})
+    return pd.DataFrame(rows)
+
+
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def _sub(n: int) -> str:
+    return str(n).translate(_SUBSCRIPTS)

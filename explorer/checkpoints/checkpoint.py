@@ -1,0 +1,231 @@
+"""Checkpoints: one safetensors file holding the weights and, in its JSON header, the readable config.
+
+Loading never executes code from the file (safetensors has no pickle) and checks the file whole
+(explorer/checkpoints/header.py) before building anything; every way a file can be wrong ends in an
+ExplorerError naming the problem. Writes are atomic: a temporary file in the same folder, flushed to
+disk, then renamed over the target; the shipped models' folder is never written (explorer/storage.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from explorer import storage
+from explorer.engine.bundle import ModelBundle
+from explorer.errors import ExplorerError
+from explorer.checkpoints.header import MAX_HEADER_BYTES, JsonRefused, check_info, check_tensors, parse_json
+from explorer.engine.model import Seq2Seq, seeded_model
+from explorer.data.subwords import SubwordTokenizer
+from explorer.data.vocab import Vocab
+
+FORMAT = "attention-explorer/1"
+SUFFIX = ".safetensors"
+MAX_CHECKPOINT_BYTES = 100_000_000
+PRETRAINED_DIR = Path(os.environ.get("EXPLORER_PRETRAINED", Path(__file__).resolve().parents[2] / "pretrained"))
+
+
+def describe(bundle: ModelBundle, saved_at: str | None = None) -> dict[str, Any]:
+    """The readable part of a checkpoint: architecture, vocabularies, data, training and metrics.
+
+    `saved_at` is the time the file is written (to_bytes passes it); otherwise the bundle's own, read from
+    its file (None for a model never saved)."""
+    info = {
+        "format": FORMAT,
+        "name": bundle.name,
+        "model": bundle.model.cfg.to_dict(),
+        "source_vocab": list(bundle.src_vocab.tokens),
+        "target_vocab": list(bundle.tgt_vocab.tokens),
+        "task": None if bundle.task is None else {
+            "name": bundle.task.name, "min_len": bundle.task.min_len,
+            "max_len": bundle.task.max_len, "alphabet": bundle.task.alphabet},
+        "languages": None if bundle.languages is None else list(bundle.languages),
+        "training": bundle.training,
+        "metrics": bundle.metrics,
+        "parameters": bundle.parameter_count,
+        **({} if bundle.subwords is None else {"tokenizers": {
+            "source": bundle.subwords[0].json_text, "target": bundle.subwords[1].json_text}}),
+        "saved_at": saved_at if saved_at is not None else bundle.saved_at,
+    }
+    if bundle.examples:
+        info["examples"] = [list(pair) for pair in bundle.examples]
+    return info
+
+
+def to_bytes(bundle: ModelBundle, half: bool = False) -> bytes:
+    """The checkpoint file's bytes (also what the app offers for download)."""
+    dtype = torch.float16 if half else torch.float32
+    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in bundle.model.state_dict().items()}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return st_save(tensors, metadata={"explorer": json.dumps(describe(bundle, saved_at=now), ensure_ascii=False)})
+
+
+def save(bundle: ModelBundle, path: str | Path, half: bool = False) -> Path:
+    """Write the checkpoint atomically: a crash midway leaves any previous file at `path` intact.
+
+    Never into the shipped models' folder (however the path is spelled); one writer per path at a
+    time (a second is refused); temporary files of writers killed earlier are removed."""
+    path = target_path(path)
+    data = to_bytes(bundle, half)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with storage.writer_lock(path):
+            storage.clean_stale_temps(path)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is an ordinary readable file
+            os.replace(tmp, path)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # full disk, no permission, a file where a folder should be
+            raise ExplorerError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
+        raise
+    return path
+
+
+def target_path(path: str | Path) -> Path:
+    """Where `save` writes for `path` (.safetensors added), checked before any work: a path the file
+    system takes, outside the read-only shipped models' folder."""
+    storage.check_path_text(str(path), "checkpoint path")
+    path = Path(path)
+    if path.suffix != SUFFIX:
+        path = path.with_name(path.name + SUFFIX)
+    storage.check_path_text(str(path), "checkpoint path")
+    storage.refuse_read_only(path, PRETRAINED_DIR, str(path))
+    return path
+
+
+@contextmanager
+def writer(path: str | Path) -> Iterator[Path]:
+    """Hold the right to write `path` (as `save` would name it) for a whole run, e.g. a training:
+    a second writer of the same path is refused at once instead of silently winning or losing."""
+    target = target_path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExplorerError(f"cannot write checkpoint {target}: {exc.strerror or exc}") from None
+    with storage.writer_lock(target):
+        yield target
+
+
+def resolve(name_or_path: str) -> Path:
+    """A shipped checkpoint's name (e.g. `reverse`) or a path to a file; a path without the suffix finds
+    the file `save` wrote for it (`train --out runs/rev` writes runs/rev.safetensors)."""
+    storage.check_path_text(name_or_path, "checkpoint name")
+    if name_or_path and "/" not in name_or_path and os.sep not in name_or_path:
+        candidate = PRETRAINED_DIR / f"{name_or_path}{SUFFIX}"
+        if _exists(candidate):
+            return candidate
+    path = Path(name_or_path)
+    if name_or_path and _exists(path):
+        return path
+    with_suffix = path.with_name(path.name + SUFFIX) if name_or_path and path.name and path.suffix != SUFFIX else None
+    if with_suffix is not None and _exists(with_suffix):
+        return with_suffix
+    names = ", ".join(pretrained_names()) or "none"
+    shown = name_or_path if len(name_or_path) <= 80 else name_or_path[:60] + "…"
+    raise ExplorerError(f"no checkpoint named {shown!r} (shipped: {names}) and no such file")
+
+
+def _exists(path: Path) -> bool:
+    """Whether anything is at `path` (an unreadable or impossible path counts as nothing)."""
+    try:
+        os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def pretrained_names() -> list[str]:
+    """Names of the shipped checkpoints."""
+    return sorted(p.name[: -len(SUFFIX)] for p in PRETRAINED_DIR.glob(f"*{SUFFIX}"))
+
+
+def load(name_or_path: str | Path, name: str | None = None) -> ModelBundle:
+    """Load a checkpoint by shipped name or path; ExplorerError for anything wrong with it.
+
+    Only a regular file is read, and at most MAX_CHECKPOINT_BYTES of it, whatever it claims."""
+    path = resolve(str(name_or_path))
+    data = storage.read_regular(path, "checkpoint", MAX_CHECKPOINT_BYTES)
+    default = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
+    return from_bytes(data, name or default, source=str(path))
+
+
+def from_bytes(data: bytes, name: str, source: str = "upload") -> ModelBundle:
+    """Build a bundle from checkpoint bytes (files and uploads alike), every part checked first."""
+    if len(data) > MAX_CHECKPOINT_BYTES:
+        raise ExplorerError(f"{source} is {len(data):,} bytes; checkpoints are at most {MAX_CHECKPOINT_BYTES:,}")
+    if len(data) < 8:
+        raise ExplorerError(f"{source} is not a checkpoint: the file is empty or truncated")
+    header_len = int.from_bytes(data[:8], "little")
+    if header_len <= 0 or header_len > len(data) - 8:
+        raise ExplorerError(f"{source} is not an Attention Explorer checkpoint (not a safetensors file, "
+                            "or truncated); pickled .pt files are refused because they can run code")
+    if header_len > MAX_HEADER_BYTES:
+        raise ExplorerError(f"{source} has a {header_len:,}-byte header; the limit is {MAX_HEADER_BYTES:,}")
+    try:
+        header = parse_json(data[8: 8 + header_len], "header")
+        meta = header.get("__metadata__") or {}
+        info = parse_json(meta["explorer"], "config")
+    except JsonRefused as exc:
+        raise ExplorerError(f"{source} has an invalid config: {exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ExplorerError(f"{source} is a safetensors file without an Attention Explorer config") from None
+    if not isinstance(info, dict) or info.get("format") != FORMAT:
+        shown = str(info.get("format"))[:40] if isinstance(info, dict) else None
+        raise ExplorerError(f"{source} has an unknown checkpoint format {shown!r}")
+    try:
+        checked = check_info(info)
+        subwords = _subwords_from_info(checked.tokenizers, checked.src_vocab, checked.tgt_vocab, checked.languages)
+    except ExplorerError as exc:
+        raise ExplorerError(f"{source} has an invalid config: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {str(exc)[:200]})") from None
+    # Check the weights against a model without storage first: a config claiming a huge model
+    # must not make us allocate (or initialise) it.
+    try:
+        with torch.device("meta"):
+            skeleton = Seq2Seq(checked.cfg)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {str(exc)[:200]})") from None
+    try:
+        tensors = st_load(data)
+    except (SafetensorError, ValueError, RuntimeError, TypeError) as exc:
+        raise ExplorerError(f"{source} is corrupt: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
+    check_tensors(skeleton.state_dict(), tensors, source)
+    saved_at = info.get("saved_at")
+    bundle = ModelBundle(name=name, model=seeded_model(checked.cfg, 0), src_vocab=checked.src_vocab,
+                         tgt_vocab=checked.tgt_vocab, task=checked.task, languages=checked.languages,
+                         training=checked.training, metrics=checked.metrics, subwords=subwords,
+                         examples=checked.examples, saved_at=saved_at if isinstance(saved_at, str) else None)
+    bundle.model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()})
+    bundle.model.eval()
+    return bundle
+
+
+def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab,
+                        languages: tuple[str, ...] | None) -> tuple[SubwordTokenizer, SubwordTokenizer] | None:
+    """The stored subword tokenizers, checked to give exactly the stored vocabularies (None: word level)."""
+    if spec is None:
+        return None
+    if languages is None or not isinstance(spec, dict) or set(spec) != {"source", "target"}:
+        raise ExplorerError("tokenizers must be {\"source\": ..., \"target\": ...} of a translation model")
+    pair = SubwordTokenizer(spec["source"]), SubwordTokenizer(spec["target"])
+    if pair[0].vocab != src_vocab.tokens or pair[1].vocab != tgt_vocab.tokens:
+        raise ExplorerError("the subword tokenizers do not match the stored vocabularies")
+    return pair

@@ -1,0 +1,96 @@
+"""Which models exist: the shipped ones (loaded once, frozen, shared by every session) and per-session ones.
+
+No streamlit here: the pages wrap these functions in caches and session state.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from typing import Callable, Hashable, TypeVar
+
+from explorer.engine.bundle import ModelBundle
+
+T = TypeVar("T")
+
+
+def freeze(bundle: ModelBundle) -> ModelBundle:
+    """Make a shared model read-only in practice: eval mode, no gradients (training works on copies)."""
+    bundle.model.eval()
+    for p in bundle.model.parameters():
+        p.requires_grad_(False)
+    return bundle
+
+
+def load_shipped(name: str) -> ModelBundle:
+    """Load one shipped checkpoint, frozen."""
+    from explorer.checkpoints import checkpoint
+    return freeze(checkpoint.load(name))
+
+
+def shipped_names() -> list[str]:
+    from explorer.checkpoints import checkpoint
+    return checkpoint.pretrained_names()
+
+
+def private_copy(bundle: ModelBundle, name: str) -> ModelBundle:
+    """A trainable deep copy under a new name (so a shared model is never changed)."""
+    clone = copy.deepcopy(bundle)
+    clone.name = name
+    for p in clone.model.parameters():
+        p.requires_grad_(True)
+    return clone
+
+
+class SessionModels:
+    """One session's own models by name, each with a version bumped on every replacement (for cache keys)."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, ModelBundle] = {}
+        self._versions: dict[str, int] = {}
+
+    def names(self) -> list[str]:
+        return list(self._models)
+
+    def get(self, name: str) -> ModelBundle | None:
+        return self._models.get(name)
+
+    def version(self, name: str) -> int:
+        return self._versions.get(name, 0)
+
+    def put(self, bundle: ModelBundle) -> None:
+        """Add or replace a model (a training snapshot replaces the previous one)."""
+        self._models[bundle.name] = bundle
+        self._versions[bundle.name] = self._versions.get(bundle.name, 0) + 1
+
+    def remove(self, name: str) -> None:
+        self._models.pop(name, None)
+
+    def unique_name(self, base: str, taken: list[str]) -> str:
+        """`base`, or `base-2`, `base-3`… so no session model hides a shipped one."""
+        name, n = base, 1
+        while name in taken or name in self._models:
+            n += 1
+            name = f"{base}-{n}"
+        return name
+
+
+class LRUCache:
+    """A small least-recently-used cache (per session: traces, curves)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._data: OrderedDict[Hashable, object] = OrderedDict()
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], T]) -> T:
+        if key in self._data:
+            self._data.move_to_end(key)
+            return self._data[key]  # type: ignore[return-value]
+        value = compute()
+        self._data[key] = value
+        if len(self._data) > self.size:
+            self._data.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._data)

@@ -1,0 +1,176 @@
+"""A model with everything needed to use it: vocabularies, the task or languages, training record.
+
+The bundle turns user text into ids (with clear errors for bad input) and ids back into text;
+a checkpoint stores exactly one bundle.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Sequence
+
+from explorer.errors import ExplorerError
+from explorer.engine.model import Seq2Seq, count_parameters
+from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_text, word_groups
+from explorer.data.tasks import Example, Task, TaskSpec, make_task
+from explorer.data.vocab import EOS, PAD, SOS, UNK, Vocab
+
+MAX_INPUT_CHARS = 1000  # anything longer is refused before it is tokenised
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A user input ready for the model: its tokens, ids and the tokens the vocabulary lacks."""
+
+    text: str
+    tokens: tuple[str, ...]
+    ids: tuple[int, ...]
+    unknown: tuple[str, ...]  # translation only: shown as <unk>, not an error
+
+
+def describe_symbol(token: str) -> str:
+    """A printable name for a token, so control characters and invisible marks show in messages."""
+    if len(token) == 1 and (unicodedata.category(token)[0] in "CZ" and token != " "):
+        return f"U+{ord(token):04X} ({unicodedata.name(token, 'control character')})"
+    return repr(token)
+
+
+@dataclass
+class ModelBundle:
+    """A trained (or training) model, its vocabularies and what it was trained on."""
+
+    name: str
+    model: Seq2Seq
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    task: TaskSpec | None = None
+    languages: tuple[str, str] | None = None  # (source, target) for translation models
+    training: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    # (source, target) subword tokenizers of a translation model; None: a word-level model of an older
+    # checkpoint, which keeps corpus.py's word tokenizers
+    subwords: tuple[SubwordTokenizer, SubwordTokenizer] | None = None
+    examples: tuple[tuple[str, str], ...] = ()  # held-out (source, target) pairs of its own data, for Explore
+    saved_at: str | None = None  # when its checkpoint file was written (UTC, ISO 8601); None if never saved
+
+    def __post_init__(self) -> None:
+        if (self.task is None) == (self.languages is None):
+            raise ExplorerError("a model is either for a toy task or for translation")
+        if self.subwords is not None and self.languages is None:
+            raise ExplorerError("only translation models have subword tokenizers")
+
+    @property
+    def kind(self) -> str:
+        return "task" if self.task is not None else "translation"
+
+    @property
+    def title(self) -> str:
+        """A one-line description for menus."""
+        cfg = self.model.cfg
+        what = self.task.name if self.task else f"{self.languages[0]}→{self.languages[1]}"
+        return f"{self.name} ({what}, {cfg.cell} {cfg.hidden}, attention {cfg.attention})"
+
+    @property
+    def parameter_count(self) -> int:
+        return count_parameters(self.model)
+
+    @cached_property
+    def task_obj(self) -> Task | None:
+        return make_task(self.task) if self.task else None
+
+    @cached_property
+    def _tokenizers(self):
+        from explorer.data.corpus import tokenizer_for
+        assert self.languages is not None
+        return tokenizer_for(self.languages[0]), tokenizer_for(self.languages[1])
+
+    @property
+    def uses_pieces(self) -> bool:
+        """Whether the model reads and writes subword pieces (word starts marked "▁")."""
+        return self.subwords is not None
+
+    def tokenize_source(self, text: str) -> tuple[str, ...]:
+        """Source tokens for user text, the way training saw them."""
+        if self.task_obj is not None:
+            return tuple(self.task_obj.tokenize(text))
+        if self.subwords is not None:
+            return tuple(self.subwords[0].tokenize(prepare_text(text, self.languages[0])))
+        return tuple(self._tokenizers[0].tokenize(text))
+
+    def tokenize_target(self, text: str) -> tuple[str, ...]:
+        if self.task_obj is not None:
+            return tuple(self.task_obj.tokenize(text)) if self.task.name != "dates" else tuple(text.strip())
+        if self.subwords is not None:
+            return tuple(self.subwords[1].tokenize(prepare_text(text, self.languages[1])))
+        return tuple(self._tokenizers[1].tokenize(text))
+
+    def detokenize_target(self, tokens: Sequence[str]) -> str:
+        """Display text for output tokens (specials dropped)."""
+        words = [t for t in tokens if t not in (PAD, SOS, EOS)]
+        if self.task_obj is not None:
+            return self.task_obj.detokenize(words)
+        if self.subwords is not None:
+            return self.subwords[1].detokenize(words)
+        return self._tokenizers[1].detokenize(words)
+
+    def reference_text(self, text: str) -> str:
+        """A reference translation as the model's output is written (cleaned; simplified script for
+        Chinese), so that scores compare like with like; word-level models re-tokenise it as before."""
+        if self.subwords is not None:
+            return prepare_text(text, self.languages[1])
+        return self.detokenize_target(self.tokenize_target(text))
+
+    def source_words(self, tokens: Sequence[str]) -> list[list[int]]:
+        """Positions of each source word's tokens (one token per word for toy tasks and word models)."""
+        if self.subwords is None:
+            return [[i] for i in range(len(tokens))]
+        return word_groups(tokens, is_chinese(self.languages[0]))
+
+    def target_words(self, tokens: Sequence[str]) -> list[list[int]]:
+        """Positions of each output word's tokens (see source_words)."""
+        if self.subwords is None:
+            return [[i] for i in range(len(tokens))]
+        return word_groups(tokens, is_chinese(self.languages[1]))
+
+    def _check_text(self, text: str, what: str) -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise ExplorerError(f"the {what} is empty: type some symbols")
+        if len(text) > MAX_INPUT_CHARS:
+            raise ExplorerError(f"the {what} has {len(text):,} characters; the limit is {MAX_INPUT_CHARS:,}")
+        return text
+
+    def _check_tokens(self, tokens: Sequence[str], vocab: Vocab, limit: int, what: str) -> tuple[str, ...]:
+        if not tokens:
+            raise ExplorerError(f"the {what} has no tokens this model reads")
+        if len(tokens) > limit:
+            raise ExplorerError(f"the {what} has {len(tokens)} tokens; this model supports at most {limit}")
+        unknown = tuple(vocab.unknown(tokens))
+        if unknown and self.task is not None:
+            shown = ", ".join(describe_symbol(t) for t in unknown[:8])
+            allowed = "".join(t for t in vocab.tokens[4:] if len(t) == 1)
+            raise ExplorerError(f"unknown symbol{'s' if len(unknown) > 1 else ''} {shown}: "
+                                f"this {self.task.name} model knows {allowed!r}")
+        return unknown
+
+    def prepare(self, text: str) -> Prepared:
+        """Tokens and ids for a source text; ExplorerError for empty, too long or (toy tasks) unknown symbols."""
+        text = self._check_text(text, "input")
+        tokens = self.tokenize_source(text)
+        unknown = self._check_tokens(tokens, self.src_vocab, self.model.cfg.max_src_len, "input")
+        return Prepared(text, tokens, tuple(self.src_vocab.encode(tokens)), unknown)
+
+    def prepare_target(self, text: str) -> Prepared:
+        """Tokens and ids (ending in <eos>) of a target to teacher-force."""
+        text = self._check_text(text, "target")
+        tokens = self.tokenize_target(text)
+        unknown = self._check_tokens(tokens, self.tgt_vocab, self.model.cfg.max_tgt_len - 1, "target")
+        return Prepared(text, tokens, tuple(self.tgt_vocab.encode(tokens)) + (self.tgt_vocab.id(EOS),), unknown)
+
+    def ground_truth(self, source_tokens: Sequence[str]) -> Example | None:
+        """The task's true output and alignment for this input (None for translation)."""
+        return self.task_obj.solve(tuple(source_tokens)) if self.task_obj is not None else None
+
+    def is_unknown(self, token: str) -> bool:
+        return token == UNK or token not in self.src_vocab

@@ -1,0 +1,1 @@
+"""Training and measuring: the trainer, recipes, background jobs, evaluation and comparisons."""

@@ -1,0 +1,249 @@
+"""Data-parallel training on torch.distributed: the ranks of one run, how they start, how they agree.
+
+Why: at our sizes a training step is hundreds of small operations, each too small to split across
+cores (two OpenMP threads made steps slower, not faster), so one process keeps one core busy.
+Splitting each batch over processes keeps every core busy, and DistributedDataParallel (DDP) is the
+field's way to do it: the same code runs two CPU processes here, or many GPU nodes under `torchrun`.
+
+How a run starts:
+- under `torchrun` (its RANK, WORLD_SIZE, MASTER_ADDR... in the environment), `from_environment` joins
+  the process group torchrun describes: one machine or many, gloo on the CPU, nccl on CUDA;
+- `explorer train --processes N` on one machine: `run_ranks` forks N - 1 ranks from the command's own
+  process (rank 0) before anything has run a tensor operation, and they meet through a TCPStore on the
+  loopback address. Forking, not spawning: a spawned rank would import torch again (2-3 s here).
+
+Every rank draws the same global batch from the same seed and trains on its rows (Trainer), so N ranks
+follow the one-process run up to float rounding; the gradients are averaged by DDP. Everything the
+ranks must decide alike (stop now? is the target in sight?) goes through one small all_reduce per step.
+A rank that dies makes the others' next collective fail at once (gloo sees the closed socket); a rank
+that hangs makes them fail after `TIMEOUT` (the process group's timeout): never a silent hang.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from explorer.errors import ExplorerError
+
+T = TypeVar("T")
+TIMEOUT = datetime.timedelta(seconds=float(os.environ.get("EXPLORER_DIST_TIMEOUT", 180)))
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+MAX_PROCESSES = 64
+
+
+class DistributedError(ExplorerError):
+    """Another rank of this training stopped (died, failed or stopped answering): this one stops too."""
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def processes_wanted(requested: int | None, cores: int | None = None) -> int:
+    """How many training processes to run on this machine: `requested`, or (None) two where this
+    process may use two cores or more.
+
+    By the cores this process may use, not by how busy they are now: one process and two round float
+    sums differently, and a seed must give the same weights on a machine however busy it is."""
+    if requested is not None:
+        if not 1 <= requested <= MAX_PROCESSES:
+            raise ExplorerError(f"training processes must be 1–{MAX_PROCESSES}, got {requested}")
+        return requested
+    return 2 if (usable_cores() if cores is None else cores) >= 2 else 1
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place in a data-parallel run: rank `rank` of `size`, on `device`."""
+
+    rank: int
+    size: int
+    device: torch.device
+    local_rank: int = 0
+
+    @property
+    def leader(self) -> bool:
+        """Rank 0: the one that prints progress and writes the checkpoint."""
+        return self.rank == 0
+
+    def share(self, n: int) -> slice:
+        """This rank's contiguous part of n items (the parts of all ranks cover them once)."""
+        return slice(self.rank * n // self.size, (self.rank + 1) * n // self.size)
+
+    def sum(self, values: list[float], dtype: torch.dtype = torch.float64) -> list[float]:
+        """Each value summed over every rank (one all_reduce)."""
+        tensor = torch.tensor(values, dtype=dtype, device=self.device if self.device.type == "cuda" else "cpu")
+        try:
+            dist.all_reduce(tensor)
+        except (RuntimeError, dist.DistError) as exc:
+            raise DistributedError(stopped_message(exc)) from exc
+        return tensor.tolist()
+
+
+def stopped_message(exc: BaseException) -> str:
+    """One line for a failed collective: another rank is gone, or silent past the timeout."""
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return f"another training process stopped or stopped answering, so this one stops too ({text})"
+
+
+def is_collective_failure(exc: BaseException) -> bool:
+    """Whether an error came from a collective that another rank never joined (gloo, nccl or the store)."""
+    if isinstance(exc, dist.DistError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(word in text for word in ("gloo", "NCCL", "Connection closed",
+                                                                           "Connection reset", "TCPStore"))
+
+
+def backend_for(device: torch.device) -> str:
+    """nccl between GPUs, gloo between CPUs."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def under_torchrun() -> bool:
+    """Whether torchrun (or another launcher with its environment variables) started this process."""
+    return all(name in os.environ for name in ("RANK", "WORLD_SIZE")) and "MASTER_ADDR" in os.environ
+
+
+def from_environment(device: torch.device) -> World:
+    """Join the process group torchrun describes (env://); on CUDA each rank takes GPU LOCAL_RANK."""
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if device.type == "cuda":
+        device = torch.device("cuda", local % max(1, torch.cuda.device_count()))
+        torch.cuda.set_device(device)
+    try:
+        dist.init_process_group(backend_for(device), init_method="env://", rank=rank, world_size=size,
+                                timeout=TIMEOUT)
+    except (RuntimeError, ValueError, dist.DistError) as exc:
+        raise DistributedError(f"could not join the other training processes: {stopped_message(exc)}") from exc
+    return World(rank, size, device, local)
+
+
+def leave() -> None:
+    """Leave the process group (idempotent)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _die_with_parent() -> None:
+    """Linux: this forked rank gets SIGKILL when rank 0's process ends, whatever it is doing then."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _child(rank: int, size: int, device: torch.device, port_reader, report, body: Callable[[World], object]) -> None:
+    """A forked rank: wait for rank 0's store port, join, run `body`, report an error in one line."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is rank 0's to handle; this one ends with it
+    code = 0
+    try:
+        port = port_reader.recv()
+        store = dist.TCPStore("127.0.0.1", port, size, is_master=False, timeout=TIMEOUT)
+        dist.init_process_group(backend_for(device), store=store, rank=rank, world_size=size, timeout=TIMEOUT)
+        body(World(rank, size, device))
+    except BaseException as exc:  # noqa: BLE001 - reported to rank 0, which says it in one line
+        if isinstance(exc, DistributedError) or is_collective_failure(exc):
+            os._exit(3)  # not this rank's fault: rank 0 finds the rank that failed first
+        text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        try:
+            report.send(f"{type(exc).__name__}: {text}" if not isinstance(exc, ExplorerError) else text)
+        except OSError:
+            pass
+        code = 1
+    finally:
+        leave()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def can_fork() -> bool:
+    """Forking is only safe from a process that runs one thread and has not touched a GPU."""
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
+def run_ranks(size: int, device: torch.device, body: Callable[[World], T]) -> T:
+    """Run `body` as every rank of a `size`-process run on this machine; return rank 0's result.
+
+    This process is rank 0; ranks 1.. are forked from it, so call this before any tensor work (a forked
+    child cannot use autograd's or CUDA's threads of its parent). An error in any rank ends all of them
+    and is raised here as one line (DistributedError)."""
+    if size < 2:
+        return body(World(0, 1, device))
+    if not can_fork():
+        raise ExplorerError("training in several processes needs fork and a process with one thread; "
+                            "use --processes 1 or torchrun")
+    context = multiprocessing.get_context("fork")
+    children, ports, reports = [], [], []
+    for rank in range(1, size):
+        port_reader, port_writer = context.Pipe(duplex=False)
+        report_reader, report_writer = context.Pipe(duplex=False)
+        child = context.Process(target=_child, args=(rank, size, device, port_reader, report_writer, body),
+                                name=f"explorer-rank-{rank}", daemon=True)
+        child.start()
+        port_reader.close()
+        report_writer.close()
+        children.append(child)
+        ports.append(port_writer)
+        reports.append(report_reader)
+    try:
+        store = dist.TCPStore("127.0.0.1", 0, size, is_master=True, timeout=TIMEOUT, wait_for_workers=False)
+        for writer in ports:
+            writer.send(store.port)
+        dist.init_process_group(backend_for(device), store=store, rank=0, world_size=size, timeout=TIMEOUT)
+        try:
+            result = body(World(0, size, device))
+        except (DistributedError, RuntimeError, dist.DistError) as exc:
+            why = _why_ranks_stopped(children, reports)
+            if why is None and not isinstance(exc, DistributedError) and not is_collective_failure(exc):
+                raise  # rank 0's own error (a bug): as it is
+            raise DistributedError(why or (str(exc) if isinstance(exc, DistributedError) else stopped_message(exc))) \
+                from exc
+        for child in children:
+            child.join(TIMEOUT.total_seconds())
+        failed = _why_ranks_stopped(children, reports)
+        if failed:
+            raise DistributedError(failed)
+        return result
+    finally:
+        leave()
+        for child in children:
+            if child.is_alive():
+                child.join(2)
+            if child.is_alive():
+                child.kill()
+                child.join()
+
+
+def _why_ranks_stopped(children: list, reports: list) -> str | None:
+    """What ended the first rank that failed: its own one-line error, or how it was killed."""
+    for child in children:
+        child.join(2)  # a rank that saw the same failed collective is exiting now
+    for rank, (child, report) in enumerate(zip(children, reports), start=1):
+        try:
+            message = report.recv() if report.poll() else None
+        except (EOFError, OSError):
+            message = None
+        code = child.exitcode
+        if message:
+            return f"training process {rank} failed: {message}"
+        if code is not None and code < 0:
+            return f"training process {rank} was killed ({signal.Signals(-code).name})"
+        if code not in (None, 0, 3):
+            return f"training process {rank} ended with exit code {code}"
+    return None

@@ -1,0 +1,184 @@
+"""The process an app training job runs in: it builds the model and data through the recipes the CLI
+uses (`train.new_task_bundle`, `recipes.translation_setup`), trains with the same `Trainer`, and sends the
+server only what the Train page shows: step and evaluation records, attention snapshots, checkpoint bytes.
+
+Why a process and not a thread of the server: the sessions' script runs hold the interpreter lock, so
+a training thread got one step through a burst of twenty sessions (benchmarks/load_test.py); and a job
+that crashes or runs away now takes only its own memory with it.
+
+The pipe to the server is the process's lifeline: "stop" stops training after the current step, and
+the pipe's end (the server closed the job, or the server itself ended, even by kill -9) ends the
+process at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import os
+import threading
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import torch
+
+from explorer.errors import ExplorerError
+
+MESSAGE_LIMIT = 300
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to build a job's model and data, in any process: a toy task or TSV bytes, and the model's options."""
+
+    name: str
+    model_options: dict[str, Any]
+    spec: Any = None  # tasks.TaskSpec of a toy task
+    tsv: bytes | None = None  # translation: the uploaded file
+    max_tokens: int = 12
+    min_freq: int = 1
+    seed: int = 0
+    weights: bytes | None = None  # a toy-task model to train further (checkpoint bytes) instead of a fresh one
+
+    def build(self):
+        """(bundle, data source): the same in every process, from the seed (or the given weights)."""
+        bundle, data, _ = self.setup()
+        return bundle, data
+
+    def setup(self):
+        """(bundle, data source, held-out pairs as text: translation only, for BLEU and chrF)."""
+        if self.weights is not None:
+            from explorer.checkpoints import checkpoint
+            bundle = checkpoint.from_bytes(self.weights, self.name, source="the job's model")
+            for p in bundle.model.parameters():
+                p.requires_grad_(True)
+            if bundle.task is not None:
+                from explorer.data.tasks import make_task
+                return bundle, make_task(bundle.task), []
+            from explorer.training.further import pair_data  # a saved translation model on a (new) file of pairs
+            data, held_out = pair_data(bundle, self.tsv, self.seed)
+            return bundle, data, held_out
+        if self.spec is not None:
+            from explorer.training.train import new_task_bundle
+            bundle, task = new_task_bundle(self.spec, self.name, seed=self.seed, **self.model_options)
+            return bundle, task, []
+        from explorer.training.recipes import translation_setup
+        return translation_setup(self.tsv, self.name, self.model_options, seed=self.seed,
+                                 max_tokens=self.max_tokens, min_freq=self.min_freq)
+
+
+@dataclass(frozen=True)
+class Order:
+    """One run of a job: what to build, its config, how many steps, and where to go on from."""
+
+    recipe: Recipe
+    cfg: Any  # train.TrainConfig
+    steps: int
+    probe: str | None
+    probe_every: int
+    train_sample: int
+    threads: int
+    resume: bytes | None = None  # Trainer.state of the run before, as torch.save bytes
+    new_lr: bool = False  # a continued run: cfg.lr is a new peak learning rate (Trainer.set_lr)
+
+
+def main(conn, order: Order) -> None:
+    """The job process: train, report, and end with the run (or at once when the pipe to the server closes)."""
+    torch.set_num_threads(order.threads)
+    stop = threading.Event()
+    send_lock = threading.Lock()
+
+    def send(message: tuple) -> None:
+        with send_lock:
+            conn.send(message)
+
+    def listen() -> None:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                os._exit(0)  # the server closed this job, or ended: nothing is left to train for
+            if message == "stop":
+                stop.set()
+
+    threading.Thread(target=listen, name="job-pipe", daemon=True).start()
+    try:
+        _train(order, stop, send)
+    except Exception as exc:  # reported to the page, which shows it; the server goes on
+        text = str(exc).strip().splitlines()[0][:MESSAGE_LIMIT] if str(exc).strip() else ""
+        send(("failed", text if isinstance(exc, ExplorerError) else f"{type(exc).__name__}: {text}"))
+    finally:
+        try:
+            conn.close()
+        except OSError:
+            pass
+    os._exit(0)
+
+
+def _train(order: Order, stop: threading.Event, send) -> None:
+    from explorer.checkpoints import checkpoint
+    from explorer.training.jobs import Watched, probe_target, take_probe, teacher_forced_loss
+    from explorer.training.train import Metrics, TaskData, Trainer, evaluate, task_config
+    bundle, built = order.recipe.build()
+    cfg = order.cfg
+    if order.recipe.spec is not None:
+        cfg = task_config(cfg, built)
+        built = TaskData(built, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
+    data = Watched(built, order.probe)
+    target_text = [None]
+
+    def frame(step: int, scheduled: bool) -> None:
+        if target_text[0] is None:
+            target_text[0] = probe_target(bundle, data)
+        snap = take_probe(bundle, data.probe_text(), target_text[0], step)
+        if snap is not None:
+            send(("frame", snap, scheduled))
+
+    def snapshot_bytes(trainer: Trainer, final: bool, last: tuple | None) -> bytes:
+        clone = copy.deepcopy(bundle)
+        if not final:
+            clone.training = {**asdict(trainer.cfg), "steps_done": trainer.step, "examples": trainer.examples,
+                              "seconds": round(trainer.seconds, 2), "stopped_because": "in progress"}
+            if last is not None:
+                clone.metrics = {"validation": {"exact_match": last[0], "token_accuracy": last[1],
+                                                "alignment_accuracy": last[2]}}
+        return checkpoint.to_bytes(clone)
+
+    def on_step(p) -> None:
+        send(("step", p.step, p.loss, p.examples_per_second))
+        if p.step % order.probe_every == 0:
+            frame(p.step, True)
+
+    def on_eval(p) -> None:
+        recent = data.recent[-order.train_sample:]
+        train = evaluate(bundle.model, recent) if recent else Metrics(0, float("nan"), float("nan"))
+        valid = p.metrics
+        record = (p.step, p.loss, teacher_forced_loss(bundle.model, data.validation()), train.exact_match,
+                  train.token_accuracy, valid.exact_match, valid.token_accuracy, valid.alignment_accuracy)
+        if p.step % order.probe_every:
+            frame(p.step, False)
+        was = bundle.model.training
+        bundle.model.eval()
+        try:
+            send(("eval", record, snapshot_bytes(trainer, False, record[5:])))
+        finally:
+            bundle.model.train(was)
+
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop, probe=False)
+    if order.resume is not None:
+        trainer.load_state(torch.load(io.BytesIO(order.resume), weights_only=False))  # this server's own bytes
+        data = trainer.data
+        if order.new_lr:
+            trainer.set_lr(order.cfg.lr)
+        trainer.cfg = replace(trainer.cfg, target_accuracy=order.cfg.target_accuracy)
+    elif trainer.step == 0:
+        frame(0, True)  # attention before any training: the starting point
+    result = trainer.run(order.steps)
+    message = {"steps": f"trained {result.steps:,} steps",
+               "target": f"reached the target accuracy at step {result.steps:,}",
+               "time": "time limit reached", "stopped": f"stopped at step {result.steps:,}",
+               "plateau": f"validation stopped improving: ended at step {result.steps:,}"}[result.reason]
+    state = io.BytesIO()
+    torch.save(trainer.state(), state)
+    send(("done", "stopped" if result.reason == "stopped" else "finished", message,
+          snapshot_bytes(trainer, True, None), state.getvalue(), asdict(trainer.cfg)))

@@ -1,0 +1,219 @@
+"""Ready-made training setups: sensible defaults per task, and building a translation model from a TSV.
+
+The CLI, the Train page and `pretrained/README.md` all go through these, so a shipped checkpoint
+is reproduced by the same code the app trains with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from explorer import defaults
+from explorer.engine.bundle import ModelBundle
+from explorer.defaults import LARGE_MODEL, TASK_MODEL_DEFAULTS, TASK_TRAIN_DEFAULTS, TRANSLATION_DATA_DEFAULTS
+from explorer.errors import ExplorerError
+from explorer.engine.model import ModelConfig, seeded_model
+from explorer.training.distributed import World, usable_cores
+from explorer.data.tasks import TaskSpec
+from explorer.training.train import (Callback, Pair, PairData, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle,
+                    task_config)
+from explorer.data.vocab import Vocab
+
+# The defaults live in explorer/defaults.py (torch-free, so `--help` can show them); these names stay for
+# the benchmarks and tests that read them.
+MODEL_DEFAULTS: dict[str, Any] = TASK_MODEL_DEFAULTS
+TRAIN_DEFAULTS: dict[str, Any] = TASK_TRAIN_DEFAULTS
+TRANSLATION_MODEL_DEFAULTS: dict[str, Any] = LARGE_MODEL
+
+
+def auto_threads() -> int:
+    """Torch threads for training here: every usable core that other work leaves idle, at least one.
+
+    Measured on a 2-core machine shared with other jobs (load average 5–20): two OpenMP threads
+    that spin-wait for each other made a training step 20–50× slower than one thread, because one
+    of them is always descheduled. On an idle machine every core helps.
+    """
+    cores = usable_cores()
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # no load average on this system
+        return cores
+    return max(1, min(cores, int(cores - busy + 0.5)))
+
+
+def _pick(args: argparse.Namespace, base: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    out = dict(base)
+    for key, attr in names.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: TrainConfig,
+               on_step: Callback | None = None, on_eval: Callback | None = None,
+               stop: threading.Event | None = None, device: str | torch.device | None = "auto",
+               world: World | None = None, probe: bool = False) -> tuple[ModelBundle, Trainer, TrainResult]:
+    """Build a fresh model for a toy task and train it (on `device`, see devices.pick_device; as one rank
+    of a `world`, see distributed.py). `probe`: trace the probe input at each evaluation for `on_eval`
+    (Progress.probe); off by default, as the CLI shows no trace."""
+    bundle, task = new_task_bundle(spec, name, seed=cfg.seed, **model_options)
+    cfg = task_config(cfg, task)
+    data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop, probe=probe, device=device,
+                      world=world)
+    return bundle, trainer, trainer.run()
+
+
+def default_vocab_size(pairs: int) -> int:
+    """Pieces per language for a corpus of this many training pairs: an eighth of the pairs, within
+    1,000-8,000 (a small file learns few merges anyway: BPE stops at pieces seen fewer than twice)."""
+    return max(1000, min(8000, pairs // 8))
+
+
+def translation_setup(path: str | Path | bytes, name: str, model_options: dict[str, Any], seed: int = 0,
+                      src_lang: str | None = None, tgt_lang: str | None = None,
+                      max_tokens: int = TRANSLATION_DATA_DEFAULTS["max_tokens"],
+                      min_freq: int = TRANSLATION_DATA_DEFAULTS["min_freq"],
+                      valid_fraction: float = TRANSLATION_DATA_DEFAULTS["valid_fraction"], max_vocab: int | None = None,
+                      extra: Sequence[tuple[str, str]] = (), extra_repeat: int = 1,
+                      ) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
+    """A fresh translation model and its data from a TSV file (or uploaded bytes).
+
+    Both sides are cleaned (Chinese made simplified), a byte-fallback BPE is learnt per language from
+    the training split (at most `max_vocab` pieces, pieces seen at least `min_freq` times), and pairs of
+    at most `max_tokens` pieces a side are kept. `extra` pairs (e.g. a glossary of a domain's words), each
+    `extra_repeat` times, join the training split only: validation stays the file's own held-out pairs.
+    Returns the bundle, the id pairs for training/validation, and the kept validation pairs as the file's
+    text (for BLEU)."""
+    from explorer.data.corpus import filter_pairs, guess_language, load_tsv, load_tsv_bytes, split_pairs
+    from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_text
+    corpus = load_tsv_bytes(path, name=name) if isinstance(path, bytes) else load_tsv(path)
+    src_lang = src_lang or "en"
+    tgt_lang = tgt_lang or guess_language([t for _, t in corpus.pairs[:2000]])
+    indexed = list(enumerate(corpus.pairs))
+    train_items, valid_items = split_pairs(indexed, valid_fraction, seed)
+    if extra_repeat < 1:
+        raise ExplorerError("extra pairs must be repeated at least once")
+    train_pairs = [p for _, p in train_items] + list(extra) * extra_repeat
+    train_text = [(prepare_text(s, src_lang), prepare_text(t, tgt_lang)) for s, t in train_pairs]
+    train_text = [(s, t) for s, t in train_text if s and t]
+    if not train_text:
+        raise ExplorerError("no sentence pair with text on both sides to train on")
+    vocab_size = max_vocab or default_vocab_size(len(train_text))
+    src_sub = SubwordTokenizer.train((s for s, _ in train_text), vocab_size, min_freq, not is_chinese(src_lang))
+    tgt_sub = SubwordTokenizer.train((t for _, t in train_text), vocab_size, min_freq, not is_chinese(tgt_lang))
+    src_vocab, tgt_vocab = Vocab(src_sub.vocab), Vocab(tgt_sub.vocab)
+    options = {**defaults.translation_model(len(train_text)), **model_options,
+               "max_src_len": max(64, max_tokens * 2), "max_tgt_len": max(64, max_tokens * 2) + 8}
+    cfg = ModelConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **options)
+    bundle = ModelBundle(name, seeded_model(cfg, seed), src_vocab, tgt_vocab, languages=(src_lang, tgt_lang),
+                         subwords=(src_sub, tgt_sub))
+
+    def to_pair(s: Sequence[str], t: Sequence[str]) -> Pair:
+        return Pair(tuple(src_vocab.encode(s)), tuple(tgt_vocab.encode(t)))
+
+    train_tok = filter_pairs(train_text, src_sub, tgt_sub, max_tokens, max_tokens)
+    if not train_tok:
+        raise ExplorerError(f"no sentence pair of at most {max_tokens} pieces to train on")
+    valid_kept, valid_tok = [], []
+    for s, t in (p for _, p in valid_items):
+        src, tgt = bundle.tokenize_source(s), bundle.tokenize_target(t)
+        if 1 <= len(src) <= max_tokens and 1 <= len(tgt) <= max_tokens:
+            valid_kept.append((s, t))
+            valid_tok.append(to_pair(src, tgt))
+    probe = next((s for s, _t in train_text if 6 <= len(s.split()) <= 9), train_text[0][0])
+    data = PairData([to_pair(s, t) for s, t in train_tok], valid_tok, probe)
+    bundle.examples = pick_examples(bundle, valid_kept)
+    return bundle, data, valid_kept
+
+
+def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, on_step: Callback | None = None,
+                    device: str | torch.device | None = None, world: World | None = None
+                    ) -> tuple[ModelBundle, TrainResult]:
+    """The CLI's `train`: a toy task or a TSV, with the given options over the defaults, on `device`
+    (default: `args.device`, else auto), as one rank of `world` (None: alone)."""
+    device = device if device is not None else getattr(args, "device", "auto")
+    name = args.name or Path(args.out).name.removesuffix(".safetensors")
+    model_names = {"embed": "embed", "hidden": "hidden", "attn_dim": "attn_dim", "layers": "layers",
+                   "attention": "attention", "cell": "cell", "dropout": "dropout", "bidirectional": "bidirectional"}
+    train_names = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "clip": "clip",
+                   "plateau_patience": "plateau_patience", "curriculum": "curriculum",
+                   "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
+                   "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples",
+                   "label_smoothing": "label_smoothing", "stop_patience": "stop_patience"}
+    if args.task:
+        model_options = _pick(args, MODEL_DEFAULTS, model_names)
+        cfg = TrainConfig(**_pick(args, TRAIN_DEFAULTS, train_names))
+        spec = TaskSpec(args.task, args.min_len, args.max_len, args.alphabet)
+        bundle, trainer, result = train_task(spec, name, model_options, cfg, on_step=on_step, on_eval=on_eval,
+                                             device=device, world=world)
+        trainer.close()
+        return bundle, result
+    model_options = _pick(args, {}, model_names)
+    train_options = _pick(args, defaults.TRANSLATION_TRAIN_DEFAULTS, train_names)
+    extra = ()
+    if args.extra_data:
+        from explorer.data.corpus import load_tsv
+        extra = load_tsv(args.extra_data).pairs
+    data_options = {key: getattr(args, key, None) if getattr(args, key, None) is not None else value
+                    for key, value in TRANSLATION_DATA_DEFAULTS.items()}
+    bundle, data, _ = translation_setup(args.data, name, model_options, seed=train_options.get("seed", 0),
+                                        src_lang=args.src_lang, tgt_lang=args.tgt_lang, **data_options,
+                                        max_vocab=args.vocab_size, extra=extra, extra_repeat=args.extra_repeat)
+    cfg = TrainConfig(**translation_run(train_options, len(data._train), getattr(args, "epochs", None)))
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world)
+    try:
+        result = trainer.run()
+    finally:
+        trainer.close()
+    bundle.training = {**bundle.training, "data": Path(args.data).name, "max_tokens": args.max_tokens,
+                       "min_freq": args.min_freq, "valid_fraction": args.valid_fraction,
+                       "vocab_size": args.vocab_size or "auto",
+                       **({"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat}
+                          if args.extra_data else {})}
+    return bundle, result
+
+
+def translation_run(options: dict[str, Any], pairs: int, epochs: float | None = None) -> dict[str, Any]:
+    """A translation run's TrainConfig fields: `options` (what the user set, over the defaults) with the run
+    length, evaluation interval and plateau stop filled in from the data's size where not set.
+
+    Without explicit steps the run is `epochs` (default defaults.EPOCHS, kept within the floor and ceiling)
+    and stops on a validation plateau; explicit steps (a recipe to reproduce) run in full unless a stop
+    patience is given too."""
+    out = dict(options)
+    automatic = out.get("steps") is None
+    if automatic:
+        out["steps"] = defaults.translation_steps(pairs, int(out.get("batch_size", 64)), epochs)
+        if out.get("stop_patience") is None:
+            out["stop_patience"] = defaults.STOP_PATIENCE
+    if out.get("eval_every") is None:
+        out["eval_every"] = defaults.eval_interval(out["steps"])
+    return out
+
+
+def pick_examples(bundle: ModelBundle, pairs: list[tuple[str, str]],
+                  count: int = defaults.EXAMPLES_KEPT) -> tuple[tuple[str, str], ...]:
+    """Up to `count` held-out pairs for Explore's Examples and Random (kept in the checkpoint): first those
+    whose every source word the model knows, in the split's order."""
+    from explorer.training.further import known_token
+    known, other = [], []
+    for source, target in pairs:
+        try:
+            prepared = bundle.prepare(source)
+            reads = not prepared.unknown and all(known_token(t, bundle.src_vocab) for t in prepared.tokens)
+            (known if reads else other).append((source, target))
+        except ExplorerError:
+            continue
+        if len(known) >= count:
+            break
+    return tuple((known + other)[:count])
