@@ -18,8 +18,9 @@ from explorer.checkpoints import checkpoint
 
 from explorer.training import job_process
 from explorer.errors import ExplorerError
-from explorer.training.jobs import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, JobRegistry, Limits, TrainingJob, Watched,
-                           _Thinned, task_job, translation_job)
+from explorer.training.jobs import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, JobRegistry, Limits, TrainingJob,
+                                   task_job, translation_job)
+from explorer.training.probes import Thinned, Watched
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
 
@@ -157,7 +158,7 @@ def test_a_training_process_killed_with_kill_9_fails_its_job_with_a_clear_messag
 
 
 def test_snapshots_are_thinned_evenly_to_a_cap():
-    thin = _Thinned(cap=6)
+    thin = Thinned(cap=6)
     for step in range(0, 100):
         thin.offer(step)
     assert len(thin.items) <= 6

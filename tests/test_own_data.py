@@ -20,7 +20,8 @@ from explorer import defaults
 from explorer.app import views
 from explorer.errors import ExplorerError
 from explorer.training.evaluation import translate_text
-from explorer.training.further import further_job, vocabulary_coverage
+from explorer.training.further import further_job
+from explorer.training.further_data import vocabulary_coverage
 from explorer.training.recipes import pick_examples, translation_run, translation_setup
 from explorer.training.evaluation import score_pairs
 from explorer.training.train import TrainConfig

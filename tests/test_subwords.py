@@ -186,10 +186,10 @@ def test_extra_pairs_join_the_training_split_only(fra) -> None:
     bundle, data, valid_extra = translation_setup(
         FIXTURES / "eng-fra-good.tsv", "pieces", {"embed": 8, "hidden": 16, "attn_dim": 8, "dropout": 0.0},
         src_lang="en", tgt_lang="fr", min_freq=1, valid_fraction=0.2, extra=extra, extra_repeat=3)
-    assert len(data._train) == len(base._train) + 3 * len(extra)
+    assert len(data.train_pairs) == len(base.train_pairs) + 3 * len(extra)
     assert valid_extra == valid and len(data.validation()) == len(base.validation())
     ids = bundle.prepare("input length").ids
-    assert sum(p.src == ids for p in data._train) == 3
+    assert sum(p.src == ids for p in data.train_pairs) == 3
     with pytest.raises(ExplorerError, match="at least once"):
         translation_setup(FIXTURES / "eng-fra-good.tsv", "pieces", {}, src_lang="en", tgt_lang="fr", extra=extra,
                           extra_repeat=0)

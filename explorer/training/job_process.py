@@ -55,7 +55,7 @@ class Recipe:
             if bundle.task is not None:
                 from explorer.data.tasks import make_task
                 return bundle, make_task(bundle.task), []
-            from explorer.training.further import pair_data  # a saved translation model on a (new) file of pairs
+            from explorer.training.further_data import pair_data  # a saved translation model on a (new) file of pairs
             data, held_out = pair_data(bundle, self.tsv, self.seed)
             return bundle, data, held_out
         if self.spec is not None:
@@ -117,7 +117,8 @@ def main(conn, order: Order) -> None:
 
 def _train(order: Order, stop: threading.Event, send) -> None:
     from explorer.checkpoints import checkpoint
-    from explorer.training.jobs import Watched, probe_target, take_probe, teacher_forced_loss
+    from explorer.training.probes import Watched, probe_target, take_probe
+    from explorer.training.validation import teacher_forced_loss
     from explorer.training.train import Metrics, TaskData, Trainer, evaluate, task_config
     bundle, built = order.recipe.build()
     cfg = order.cfg

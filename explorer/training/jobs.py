@@ -20,15 +20,12 @@ import logging
 import math
 import multiprocessing
 import os
-import random
 import signal
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-import torch
-from torch import nn
 
 from explorer.checkpoints import checkpoint
 
@@ -40,8 +37,8 @@ from explorer.errors import ExplorerError
 from explorer.limits import LIMITS, Limits, check_memory_budget, memory_budget, training_memory
 from explorer.checkpoints.registry import freeze
 from explorer.data.tasks import TaskSpec
-from explorer.training.train import DataSource, Pair, TrainConfig, collate, token_loss
-from explorer.data.vocab import PAD_ID
+from explorer.training.probes import Snapshot, Thinned
+from explorer.training.train import DataSource, TrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +73,6 @@ class EvalRecord:
     valid_exact: float
     valid_token: float
     valid_alignment: float | None  # toy tasks with attention only
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The probe input's trace at one step (the scrubber's frames)."""
-
-    step: int
-    trace: Any  # explorer.engine.trace.Trace (frozen)
 
 
 @dataclass(frozen=True)
@@ -125,102 +114,6 @@ class JobView:
         return self.evals[-1] if self.evals else None
 
 
-class _Thinned:
-    """Keep at most `cap` items spaced evenly in step: accept every `stride`-th offer; when full,
-    drop every other kept item and double the stride."""
-
-    def __init__(self, cap: int, stride: int = 1) -> None:
-        self.cap, self.stride, self.items = max(2, cap), max(1, stride), []
-        self._offers = 0
-
-    def offer(self, item: Any) -> bool:
-        take = self._offers % self.stride == 0
-        self._offers += 1
-        if take:
-            self.items.append(item)
-            if len(self.items) > self.cap:
-                self.items = self.items[::2]
-                self.stride *= 2
-        return take
-
-
-class Watched:
-    """A data source that remembers its most recent training pairs (for train accuracy) and can
-    override the probe input."""
-
-    def __init__(self, inner: DataSource, probe: str | None, keep: int = 256) -> None:
-        self.inner, self._probe, self.keep = inner, probe, keep
-        self.recent: list[Pair] = []
-
-    def batch(self, rng: random.Random, n: int, share: float = 1.0) -> list[Pair]:
-        pairs = self.inner.batch(rng, n, share)
-        self.recent = (self.recent + list(pairs))[-self.keep:]
-        return pairs
-
-    def validation(self) -> list[Pair]:
-        return self.inner.validation()
-
-    def confirmation(self, n: int, attempt: int = 0) -> list[Pair]:
-        return self.inner.confirmation(n, attempt)
-
-    def probe_text(self) -> str:
-        return self._probe or self.inner.probe_text()
-
-
-def teacher_forced_loss(model: nn.Module, pairs: Sequence[Pair], chunk: int = 512) -> float:
-    """Mean token cross-entropy with the true previous tokens fed in (the validation loss), on the model's device."""
-    device = model_device(model)
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    try:
-        with torch.no_grad():
-            for start in range(0, len(pairs), chunk):
-                src, lengths, tgt_in, tgt_out = collate(pairs[start: start + chunk], device)
-                logits, _ = model(src, lengths, tgt_in, 1.0, None)
-                total += token_loss(logits, tgt_out, reduction="sum").item()
-                count += int((tgt_out != PAD_ID).sum())
-    finally:
-        model.train(was_training)
-    return total / count if count else float("nan")
-
-
-# --- in the job's process (explorer/training/job_process.py calls these) -------------------------------------
-
-def probe_target(bundle: ModelBundle, data: "Watched") -> str | None:
-    """The probe's true output, so every snapshot is teacher-forced on it: the heatmap keeps the same
-    rows from frame to frame (greedy output of an untrained model runs to the length cap)."""
-    target = ""
-    try:
-        prepared = bundle.prepare(data.probe_text())
-        truth = bundle.ground_truth(prepared.tokens)
-        if truth is not None:
-            target = "".join(truth.target)
-        else:  # translation: the probe is a training sentence; find its pair
-            pair = next((p for p in getattr(data.inner, "_train", ()) if p.src == prepared.ids), None)
-            if pair is not None:
-                target = bundle.detokenize_target(bundle.tgt_vocab.decode(pair.tgt))
-    except ExplorerError:
-        target = ""
-    return target or None
-
-
-def take_probe(bundle: ModelBundle, text: str, target: str | None, step: int) -> Snapshot | None:
-    """The probe's trace now (teacher-forced on `target` where it can be), or None when it cannot be traced."""
-    from explorer.engine.trace import trace
-    was_training = bundle.model.training
-    bundle.model.eval()
-    try:
-        try:
-            return Snapshot(step, trace(bundle, text, target=target))
-        except ExplorerError:
-            return Snapshot(step, trace(bundle, text))
-    except ExplorerError:
-        return None
-    finally:
-        bundle.model.train(was_training)
-
-
 # --- the job, as the server keeps it ---------------------------------------------------------------
 
 _CONTEXT_LOCK = threading.Lock()
@@ -233,7 +126,8 @@ def _context():
     with _CONTEXT_LOCK:
         if not _CONTEXT:
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["explorer.training.job_process", "explorer.training.jobs", "explorer.engine.trace"])
+            context.set_forkserver_preload(["explorer.training.job_process", "explorer.training.probes",
+                                                "explorer.training.validation", "explorer.engine.trace"])
             _CONTEXT.append(context)
         return _CONTEXT[0]
 
@@ -273,7 +167,7 @@ class TrainingJob:
         self._step = 0
         self._steps: list[StepRecord] = []
         self._evals: list[EvalRecord] = []
-        self._frames = _Thinned(max_snapshots)  # the probe every `_probe_every` steps, thinned
+        self._frames = Thinned(max_snapshots)  # the probe every `_probe_every` steps, thinned
         self._latest_frame: Snapshot | None = None  # the probe at the latest evaluation
         self._probe_every = probe_every or max(1, min(50, cfg.steps // max_snapshots))
         self._train_sample = train_sample
@@ -307,10 +201,10 @@ class TrainingJob:
             first = self._snapshot is None
         if first:  # the untrained model joins the session's models at once
             self._set_snapshot(freeze(self._first))
-        if self.gate is None or self.gate._request(self):
-            self._launch()
+        if self.gate is None or self.gate.request(self):
+            self.launch()
 
-    def _launch(self) -> None:
+    def launch(self) -> None:
         """Start this run's process (the gate calls it when a slot frees)."""
         order = job_process.Order(self.recipe, self._cfg, self._run_steps, self._probe, self._probe_every,
                                   self._train_sample, TRAINING_THREADS, self._resume, self._new_lr)
@@ -350,7 +244,7 @@ class TrainingJob:
                 self._state, self._message = STOPPED, "stopped before it started"
                 self._ended.set()
         if state == QUEUED and self.gate is not None:
-            self.gate._withdraw(self)
+            self.gate.withdraw(self)
         elif state == RUNNING and conn is not None:
             try:
                 conn.send("stop")
@@ -458,7 +352,7 @@ class TrainingJob:
             log.warning("training job %s: %s", self.name, text)
         self._ended.set()
         if self.gate is not None:
-            self.gate._release(self)
+            self.gate.release(self)
 
     def _handle(self, message: tuple) -> tuple[str, str] | None:
         kind = message[0]
@@ -521,11 +415,11 @@ def task_job(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Trai
     if probe is not None:
         bundle.prepare(probe)  # an unusable probe is refused now, with the reason
     job = TrainingJob(recipe, bundle, cfg, probe or task.examples()[0], probe=probe, publish=publish)
-    job.memory = _job_memory(bundle, cfg, 0, 2 * spec.max_len + 2)
+    job.memory = job_memory(bundle, cfg, 0, 2 * spec.max_len + 2)
     return job
 
 
-def _job_memory(bundle: ModelBundle, cfg: TrainConfig, tsv_bytes: int, tokens: int) -> int:
+def job_memory(bundle: ModelBundle, cfg: TrainConfig, tsv_bytes: int, tokens: int) -> int:
     """The job's memory estimate (limits.training_memory) from its model and data: its own process."""
     mc = bundle.model.cfg
     return training_memory(tsv_bytes, bundle.parameter_count, cfg.batch_size, tokens, mc.memory_size, mc.layers)
@@ -578,7 +472,7 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
                                 f"{limits.max_steps:,}")
         cfg = replace(cfg, steps=steps, eval_every=eval_interval(steps, cfg.eval_every))
     job = TrainingJob(recipe, bundle, cfg, probe or data.probe_text(), probe=probe, publish=publish)
-    job.memory = _job_memory(bundle, cfg, len(tsv), 2 * max_tokens + 2)
+    job.memory = job_memory(bundle, cfg, len(tsv), 2 * max_tokens + 2)
     job.held_out = held_out
     return job
 
@@ -593,8 +487,8 @@ def automatic_length(cfg: TrainConfig, pairs: int, limits: Limits) -> TrainConfi
 
 
 def training_pairs(data: DataSource) -> int:
-    """How many pairs one epoch has (PairData keeps them in `_train`)."""
-    return len(getattr(data, "_train", ()))
+    """How many pairs one epoch has (PairData.train_pairs; a toy task draws fresh ones: 0)."""
+    return len(getattr(data, "train_pairs", ()))
 
 
 # --- server-wide bookkeeping -------------------------------------------------------------------
@@ -665,7 +559,7 @@ class JobRegistry:
             self._entries[session_id] = _Entry(job)
         self._ensure_reaper()
 
-    def _request(self, job: TrainingJob) -> bool:
+    def request(self, job: TrainingJob) -> bool:
         """A slot for `job`'s run now (True), or a place at the end of the queue (False)."""
         with self._lock:
             if len(self._slots) < self.max_running and not self._queue:
@@ -674,12 +568,12 @@ class JobRegistry:
             self._queue.append(job)
             return False
 
-    def _withdraw(self, job: TrainingJob) -> None:
+    def withdraw(self, job: TrainingJob) -> None:
         with self._lock:
             if job in self._queue:
                 self._queue.remove(job)
 
-    def _release(self, job: TrainingJob) -> None:
+    def release(self, job: TrainingJob) -> None:
         """`job`'s process ended: the slot goes to the first waiting run."""
         with self._lock:
             self._slots.discard(id(job))
@@ -687,7 +581,7 @@ class JobRegistry:
             if nxt is not None:
                 self._slots.add(id(nxt))
         if nxt is not None:
-            nxt._launch()
+            nxt.launch()
 
     def _committed_memory(self, but: str | None = None) -> list[int]:
         """The memory estimates of the running and queued jobs (all but session `but`'s); call with the lock held."""

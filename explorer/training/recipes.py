@@ -169,7 +169,7 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
     bundle, data, _ = translation_setup(args.data, name, model_options, seed=train_options.get("seed", 0),
                                         src_lang=args.src_lang, tgt_lang=args.tgt_lang, **data_options,
                                         max_vocab=args.vocab_size, extra=extra, extra_repeat=args.extra_repeat)
-    cfg = TrainConfig(**translation_run(train_options, len(data._train), getattr(args, "epochs", None)))
+    cfg = TrainConfig(**translation_run(train_options, len(data.train_pairs), getattr(args, "epochs", None)))
     trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world)
     try:
         result = trainer.run()
@@ -205,7 +205,7 @@ def pick_examples(bundle: ModelBundle, pairs: list[tuple[str, str]],
                   count: int = defaults.EXAMPLES_KEPT) -> tuple[tuple[str, str], ...]:
     """Up to `count` held-out pairs for Explore's Examples and Random (kept in the checkpoint): first those
     whose every source word the model knows, in the split's order."""
-    from explorer.training.further import known_token
+    from explorer.training.further_data import known_token
     known, other = [], []
     for source, target in pairs:
         try:

@@ -151,6 +151,11 @@ class PairData:
         self._order: list[int] = []
         self._ready: list[list[Pair]] = []
 
+    @property
+    def train_pairs(self) -> list[Pair]:
+        """The training pairs (one epoch's worth), in the order they were given."""
+        return self._train
+
     def _next_index(self, rng: random.Random) -> int:
         if not self._order:
             self._order = list(range(len(self._train)))

@@ -22,6 +22,17 @@ def explore_page(render: Callable[[], None]) -> st.Page:
     return st.Page(render, title="Explore", icon=":material/search:", url_path=EXPLORE_PATH, default=True)
 
 
+def explore_target() -> st.Page:
+    """Explore as a link or a switch names it. Streamlit finds the page by its pathname and runs the one the
+    app's navigation registered (app.py), so the callable here is never run: helpers below the page link
+    to it without importing it (the page imports them)."""
+    return explore_page(_registered_by_the_app)
+
+
+def _registered_by_the_app() -> None:
+    """Stands in for Explore's render in links: the navigation's page is the one that runs."""
+
+
 def explore_alias(explore: st.Page) -> st.Page:
     """The hidden page at `/explore`: it switches to `explore` with the visitor's query string."""
     def to_root() -> None:

@@ -131,12 +131,11 @@ def selected_points(event: Any) -> list[tuple[dict, list]]:
 
 def explore_link(label: str, model: str, text: str, step: int | None = None) -> None:
     """A link that opens the Explore page on this model, input and decoder step (1-based, as Explore reads it)."""
-    from explorer.app.pages import explore
-    from explorer.app.pages.addresses import explore_page
+    from explorer.app.pages.addresses import explore_target
     params = {"model": model, "input": text}
     if step is not None:
         params["step"] = str(step)
-    st.page_link(explore_page(explore.render), label=label, icon=":material/search:", query_params=params)
+    st.page_link(explore_target(), label=label, icon=":material/search:", query_params=params)
 
 
 def chart(where: Any, fig: Any, *, key: str, config: dict | None = None, **kwargs: Any):

@@ -1,0 +1,69 @@
+"""A saved model's data to train further on: a TSV file checked against the vocabularies the model has.
+
+A model's vocabulary cannot grow without changing its shape, so a file must mostly use words it knows.
+Below the job code (explorer/training/further.py) because the job's own process builds the data too.
+"""
+
+from __future__ import annotations
+
+from explorer import defaults
+from explorer.engine.bundle import ModelBundle
+from explorer.errors import ExplorerError
+from explorer.limits import LIMITS, Limits
+from explorer.training.train import Pair, PairData
+from explorer.data.vocab import UNK
+
+MAX_UNKNOWN = 0.2  # a file with more of its tokens outside the model's vocabularies is refused
+
+
+def known_token(token: str, vocab) -> bool:
+    """A token the vocabulary has learnt: not <unk> (word-level models) and not a byte piece (a subword
+    model spells text it has never seen, e.g. another script, byte by byte)."""
+    return token in vocab and token != UNK and not (token.startswith("<0x") and token.endswith(">"))
+
+
+def vocabulary_coverage(bundle: ModelBundle, pairs: list[tuple[str, str]]) -> tuple[float, float]:
+    """The share of source and of target tokens in `pairs` that the model's vocabularies know."""
+    known, total = [0, 0], [0, 0]
+    for source, target in pairs:
+        for side, (tokens, vocab) in enumerate(((bundle.tokenize_source(source), bundle.src_vocab),
+                                               (bundle.tokenize_target(target), bundle.tgt_vocab))):
+            total[side] += len(tokens)
+            known[side] += sum(1 for t in tokens if known_token(t, vocab))
+    return tuple(k / t if t else 0.0 for k, t in zip(known, total))  # type: ignore[return-value]
+
+
+def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int,
+              limits: Limits = LIMITS) -> tuple[PairData, list[tuple[str, str]]]:
+    """A translation model's data to train further on: a TSV (the one it was trained on, or a new one) split
+    as training splits it, and the held-out pairs as text. ExplorerError with the reason when it does not fit."""
+    if tsv is None:
+        raise ExplorerError(f"{bundle.name} is a translation model: upload a TSV file of sentence pairs to train "
+                            "it on (the file it was trained on, or a new one in the same languages)")
+    if len(tsv) > limits.max_tsv_bytes:
+        raise ExplorerError(f"the file is {len(tsv):,} bytes; the limit is {limits.max_tsv_bytes:,}")
+    from explorer.data.corpus import load_tsv_bytes, split_pairs
+    corpus = load_tsv_bytes(tsv, name="upload")
+    fraction = float(bundle.training.get("valid_fraction", defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"]))
+    train_items, valid_items = split_pairs(list(enumerate(corpus.pairs)), fraction, seed)
+    max_src, max_tgt = bundle.model.cfg.max_src_len, bundle.model.cfg.max_tgt_len - 1
+
+    def usable(items) -> list[tuple[str, str]]:
+        return [(s, t) for _, (s, t) in items
+                if 0 < len(bundle.tokenize_source(s)) <= max_src and 0 < len(bundle.tokenize_target(t)) <= max_tgt]
+    train_text, valid_text = usable(train_items), usable(valid_items)
+    if not train_text:
+        raise ExplorerError(f"no pair in the file fits {bundle.name} (sentences of at most {max_src} tokens)")
+    src_known, tgt_known = vocabulary_coverage(bundle, train_text)
+    if min(src_known, tgt_known) < 1 - MAX_UNKNOWN:
+        raise ExplorerError(f"this file's vocabulary does not fit {bundle.name}: it knows {100 * src_known:.0f}% of the "
+                            f"source words and {100 * tgt_known:.0f}% of the target words (at least "
+                            f"{100 * (1 - MAX_UNKNOWN):.0f}% needed; a model's vocabulary cannot grow). "
+                            "Train a new model on this file instead")
+
+    def to_pair(s: str, t: str) -> Pair:
+        return Pair(tuple(bundle.src_vocab.encode(bundle.tokenize_source(s))),
+                    tuple(bundle.tgt_vocab.encode(bundle.tokenize_target(t))))
+    probe = train_text[0][0]
+    data = PairData([to_pair(s, t) for s, t in train_text], [to_pair(s, t) for s, t in valid_text], probe)
+    return data, valid_text
