@@ -228,7 +228,7 @@ def worker_throughput(p: dict) -> dict:
         data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, 10, 0)
         # No curriculum: its first steps draw shorter inputs, and throughput is measured on lengths 5-15.
         cfg = TrainConfig(**{**TRAIN_DEFAULTS, "batch_size": batch_size, "curriculum": 0})
-        trainer = Trainer(bundle, data, cfg, probe=False)
+        trainer = Trainer(bundle, data, cfg)
         trainers.append(trainer)
         bundle.model.train()
 
@@ -293,7 +293,7 @@ def worker_ddp(p: dict) -> dict:
         for name, sizes in (("ours", MODEL_DEFAULTS), ("ours-tutorial-sizes", TUTORIAL_SIZES)):
             cfg = TrainConfig(**{**TRAIN_DEFAULTS, "batch_size": batch, "curriculum": 0})
             made = [new_task_bundle(spec, "bench", seed=0, **sizes) for _ in range(2)]
-            ranks, solo = ((Trainer(b, TaskData(t, b.src_vocab, b.tgt_vocab, 10, 0), cfg, probe=False, world=w)
+            ranks, solo = ((Trainer(b, TaskData(t, b.src_vocab, b.tgt_vocab, 10, 0), cfg, world=w)
                             for (b, t), w in zip(made, (world, None))))
             sides[name] = (ranks, solo)
         rates: dict[str, list[float]] = {}

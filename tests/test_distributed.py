@@ -42,7 +42,7 @@ def trainer(world=None, **options):
                                    "attn_dim": 8, "bidirectional": True, **options})
     data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, 40, 4)
     config = TrainConfig(**{"steps": 12, "batch_size": 24, "eval_every": 6, "eval_samples": 40, "seed": 4, **cfg})
-    return Trainer(bundle, data, config, probe=False, device="cpu", world=world)
+    return Trainer(bundle, data, config, device="cpu", world=world)
 
 def record(t, result):
     return {"processes": result.processes, "record": t.bundle.training["processes"],

@@ -101,7 +101,7 @@ def test_stop_keeps_the_model_and_continue_goes_on_exactly_with_a_new_lr():
     bundle, task = new_task_bundle(SPEC, "tiny", seed=0, **TINY)
     stop = threading.Event()
     here = Trainer(bundle, Watched(TaskData(task, bundle.src_vocab, bundle.tgt_vocab, 40, 0), None), job_config(),
-                   stop=stop, probe=False, on_step=lambda p: p.step == stopped_at and stop.set())
+                   stop=stop, on_step=lambda p: p.step == stopped_at and stop.set())
     here.run()
     stop.clear()
     here.set_lr(5e-3)

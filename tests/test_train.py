@@ -19,6 +19,7 @@ from explorer.training.recipes import train_task
 from explorer.data.tasks import TaskSpec, make_task
 from explorer.engine.trace import Trace, trace
 from explorer.training import train
+from explorer.training.probes import trace_probe
 from explorer.training.train import (TARGET_CHECK_GAP, Metrics, Pair, Progress, TaskData, Tally, TrainConfig, Trainer,
                            batch_loss, collate, evaluate, new_task_bundle, tally, token_loss)
 from explorer.data.vocab import EOS_ID, PAD_ID, SOS_ID
@@ -284,7 +285,7 @@ def test_a_run_that_fails_leaves_the_model_in_eval_mode():
 
 def test_callbacks_receive_progress_metrics_and_a_probe_trace():
     steps, evals = [], []
-    trainer = short_trainer(on_step=steps.append, on_eval=evals.append)
+    trainer = short_trainer(on_step=steps.append, on_eval=evals.append, probe=trace_probe)
     trainer.run()
     assert [p.step for p in steps] == [1, 2, 3, 4, 5, 6]
     assert all(p.total_steps == 6 and math.isfinite(p.loss) and p.lr > 0 and p.metrics is None for p in steps)
@@ -436,7 +437,7 @@ def test_a_curriculum_grows_the_longest_input_over_its_steps_then_draws_every_le
     cfg = TrainConfig(steps=10, batch_size=64, eval_every=10, eval_samples=60, seed=3, curriculum=4)
     bundle, task = new_task_bundle(spec, "c", seed=3, **SMALL_MODEL)
     data = _Recorded(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
-    trainer = Trainer(bundle, data, cfg, probe=False)
+    trainer = Trainer(bundle, data, cfg)
     trainer.run()
     shares = [share for share, _ in data.drawn]
     assert shares[:10] == [0.25, 0.5, 0.75] + [1.0] * 7
@@ -445,7 +446,7 @@ def test_a_curriculum_grows_the_longest_input_over_its_steps_then_draws_every_le
     assert all(len(p.src) in range(2, 11) for p in data.validation()) and \
         max(len(p.src) for p in data.validation()) == 10  # validation always spans the whole range
     short = Trainer(bundle, _Recorded(task, bundle.src_vocab, bundle.tgt_vocab, 10, 3),
-                    TrainConfig(steps=4, batch_size=8, eval_every=4, eval_samples=10, curriculum=100), probe=False)
+                    TrainConfig(steps=4, batch_size=8, eval_every=4, eval_samples=10, curriculum=100))
     short.run()
     assert [share for share, _ in short.data.drawn][:4] == [0.5, 1.0, 1.0, 1.0]
 

@@ -7,7 +7,7 @@ model's vocabularies know: its vocabulary cannot grow without changing the model
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from explorer.engine.bundle import ModelBundle
 from explorer.checkpoints.registry import private_copy

@@ -165,7 +165,7 @@ def _train(order: Order, stop: threading.Event, send) -> None:
         finally:
             bundle.model.train(was)
 
-    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop, probe=False)
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop)
     if order.resume is not None:
         trainer.load_state(torch.load(io.BytesIO(order.resume), weights_only=False))  # this server's own bytes
         data = trainer.data

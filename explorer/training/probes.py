@@ -84,6 +84,16 @@ def probe_target(bundle: ModelBundle, data: "Watched") -> str | None:
     return target or None
 
 
+def trace_probe(bundle: ModelBundle, text: str) -> Any:
+    """The probe input's Trace as the model decodes it now, or None when it cannot be traced (a Trainer's
+    `probe`, for callers that show the trace at each evaluation)."""
+    from explorer.engine.trace import trace
+    try:
+        return trace(bundle, text)
+    except ExplorerError:
+        return None
+
+
 def take_probe(bundle: ModelBundle, text: str, target: str | None, step: int) -> Snapshot | None:
     """The probe's trace now (teacher-forced on `target` where it can be), or None when it cannot be traced."""
     from explorer.engine.trace import trace

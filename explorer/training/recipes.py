@@ -22,6 +22,7 @@ from explorer.defaults import LARGE_MODEL, TASK_MODEL_DEFAULTS, TASK_TRAIN_DEFAU
 from explorer.errors import ExplorerError
 from explorer.engine.model import ModelConfig, seeded_model
 from explorer.training.distributed import World, usable_cores
+from explorer.training.probes import trace_probe
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import (Callback, Pair, PairData, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle,
                     task_config)
@@ -68,7 +69,8 @@ def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Tr
     bundle, task = new_task_bundle(spec, name, seed=cfg.seed, **model_options)
     cfg = task_config(cfg, task)
     data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
-    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop, probe=probe, device=device,
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop,
+                      probe=trace_probe if probe else None, device=device,
                       world=world)
     return bundle, trainer, trainer.run()
 

@@ -11,7 +11,7 @@ import random
 import threading
 import time
 from dataclasses import asdict, astuple, dataclass, field, replace
-from typing import Callable, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import torch
 from torch import nn
@@ -336,7 +336,7 @@ class Progress:
     examples_per_second: float
     metrics: Metrics | None = None
     train_metrics: Metrics | None = None
-    probe: object | None = None  # a Trace of the probe input at this point (evaluations only)
+    probe: object | None = None  # what the trainer's probe returned, e.g. the probe input's Trace (evaluations only)
 
 
 @dataclass
@@ -362,6 +362,11 @@ def confirmation_bar(target: float, n: int) -> float:
     return min(1.0, target + CONFIRM_Z * math.sqrt(target * (1.0 - target) / max(n, 1)))
 
 
+Probe = Callable[[ModelBundle, str], Any]
+"""What a Trainer calls at each evaluation, with the model in eval mode, on the data's probe input; its result
+is Progress.probe (e.g. probes.trace_probe: the input's Trace). The caller picks it: none by default."""
+
+
 class Trainer:
     """Trains one bundle's model; `run` can be called again to continue (optimizer state kept).
 
@@ -374,7 +379,7 @@ class Trainer:
 
     def __init__(self, bundle: ModelBundle, data: DataSource, cfg: TrainConfig,
                  on_step: Callback | None = None, on_eval: Callback | None = None,
-                 stop: threading.Event | None = None, probe: bool = True,
+                 stop: threading.Event | None = None, probe: Probe | None = None,
                  device: str | torch.device | None = "auto", world: World | None = None) -> None:
         self.bundle, self.data, self.cfg = bundle, data, cfg
         self.on_step, self.on_eval = on_step, on_eval
@@ -610,18 +615,16 @@ class Trainer:
         return True
 
     def evaluate_now(self, loss: float) -> Progress:
-        """Validation metrics, a probe trace, and the callback."""
+        """Validation metrics, the probe's result (when the caller gave a probe), and the callback."""
         metrics = self._validate()
         self.last_metrics = metrics
         probe = None
-        if self.probe:
-            from explorer.engine.trace import trace
+        if self.probe:  # None: no probe (probe=False, as callers passed it before, means the same)
             self.model.eval()
             try:
-                probe = trace(self.bundle, self.data.probe_text())
-            except ExplorerError:
-                probe = None
-            self.model.train()
+                probe = self.probe(self.bundle, self.data.probe_text())
+            finally:
+                self.model.train()
         progress = Progress(self.step, self._total, self.examples, self.seconds, loss, self._lr_at(self.step, self._total),
                             self.examples / self.seconds if self.seconds else 0.0, metrics, probe=probe)
         self.history.append({"step": self.step, "examples": self.examples, "seconds": round(self.seconds, 3),

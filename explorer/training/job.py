@@ -1,0 +1,323 @@
+"""One background training job as the server keeps it: its lifecycle (start, wait for a slot, stop, continue),
+the process each run trains in (explorer/training/job_process.py), and the reader thread that turns the
+process's messages into the records the page shows, the latest checkpoint and its frozen bundle.
+
+Its `gate` (explorer/training/job_registry.py's JobRegistry) hands out training slots; without one a run
+starts at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from dataclasses import asdict, replace
+from typing import Callable, Protocol
+
+from explorer.checkpoints import checkpoint
+from explorer.checkpoints.registry import freeze
+from explorer.engine.bundle import ModelBundle
+from explorer.errors import ExplorerError
+from explorer.training import job_process
+from explorer.training.job_records import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, EvalRecord, JobView,
+                                           StepRecord)
+from explorer.training.probes import Snapshot, Thinned
+from explorer.training.train import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+class Gate(Protocol):
+    """What hands out training slots (job_registry.JobRegistry): a job asks for one per run."""
+
+    def request(self, job: "TrainingJob") -> bool: ...
+    def withdraw(self, job: "TrainingJob") -> None: ...
+    def release(self, job: "TrainingJob") -> None: ...
+    def place(self, job: "TrainingJob") -> int | None: ...
+
+TRAINING_THREADS = max(1, int(os.environ.get("EXPLORER_TRAINING_THREADS", 1)))
+
+
+_CONTEXT_LOCK = threading.Lock()
+_CONTEXT: list = []
+
+
+def _context():
+    """forkserver: a clean process, started once with the training code imported, forks each job in
+    milliseconds (the server runs many threads: forking it is unsafe; spawning imports torch each time)."""
+    with _CONTEXT_LOCK:
+        if not _CONTEXT:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["explorer.training.job_process", "explorer.training.probes",
+                                                "explorer.training.validation", "explorer.engine.trace"])
+            _CONTEXT.append(context)
+        return _CONTEXT[0]
+
+
+def _ending(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        return f"the training process was killed ({signal.Signals(-exitcode).name})"
+    return f"the training process ended unexpectedly (exit code {exitcode})"
+
+
+class TrainingJob:
+    """Trains one model in a process of its own (explorer/training/job_process.py); the owner reads `view()` and
+    `snapshot()`. The server keeps only what the page shows: step and evaluation records, attention
+    snapshots, the latest checkpoint (bytes and the frozen bundle made from them), and between runs the
+    trainer's state to continue from. Each run is one process; it ends with the run.
+
+    `publish` (optional) is called with each new frozen snapshot, e.g. to put it into the session's models
+    so other pages can open it mid-training. Given a `gate` (a JobRegistry), a run waits for a free slot.
+    """
+
+    def __init__(self, recipe: job_process.Recipe, bundle: ModelBundle, cfg: TrainConfig, probe_text: str,
+                 probe: str | None = None, publish: Callable[[ModelBundle], None] | None = None,
+                 max_snapshots: int = 60, probe_every: int | None = None, train_sample: int = 200) -> None:
+        self.name = bundle.name
+        self.publish = publish
+        self.recipe = recipe
+        self._first = bundle  # the untrained model, shown until the first evaluation
+        self._cfg = cfg
+        self._probe, self._probe_text = probe, probe_text
+        self.memory = 0  # bytes, estimated by the job's maker (limits.training_memory) for the registry's budget
+        self._lock = threading.Lock()
+        self._ended = threading.Event()
+        self._ended.set()
+        self._process = None
+        self._conn = None
+        self._state, self._message = NEW, "not started"
+        self._step = 0
+        self._steps: list[StepRecord] = []
+        self._evals: list[EvalRecord] = []
+        self._frames = Thinned(max_snapshots)  # the probe every `_probe_every` steps, thinned
+        self._latest_frame: Snapshot | None = None  # the probe at the latest evaluation
+        self._probe_every = probe_every or max(1, min(50, cfg.steps // max_snapshots))
+        self._train_sample = train_sample
+        self.held_out: list[tuple[str, str]] = []  # translation: the validation pairs as text (for BLEU)
+        self._snapshot: ModelBundle | None = None
+        self._checkpoint: bytes | None = None
+        self._resume: bytes | None = None
+        self._new_lr = False  # the next run starts from a new peak learning rate (continue_)
+        self._elapsed_before = 0.0  # wall seconds of earlier runs
+        self._run_started = 0.0
+        self._run_start = self._run_end = 0
+        self._eps = 0.0
+        self.gate: Gate | None = None
+        self.created = time.monotonic()
+        self.last_seen = time.monotonic()
+
+    # -- owner side --
+
+    def start(self, steps: int | None = None) -> None:
+        """Train (at most `steps` steps; default the config's) in a new process, now or when the gate has a slot."""
+        with self._lock:
+            if self._state in (RUNNING, QUEUED):
+                raise ExplorerError("this job is already training")
+            steps = self._cfg.steps if steps is None else steps
+            if steps < 1:
+                raise ExplorerError("train for at least one step")
+            self._state, self._message = QUEUED, "waiting for a free training slot"
+            self._run_start, self._run_end = self._step, self._step + steps
+            self._run_steps = steps
+            self._ended.clear()
+            first = self._snapshot is None
+        if first:  # the untrained model joins the session's models at once
+            self._set_snapshot(freeze(self._first))
+        if self.gate is None or self.gate.request(self):
+            self.launch()
+
+    def launch(self) -> None:
+        """Start this run's process (the gate calls it when a slot frees)."""
+        order = job_process.Order(self.recipe, self._cfg, self._run_steps, self._probe, self._probe_every,
+                                  self._train_sample, TRAINING_THREADS, self._resume, self._new_lr)
+        context = _context()
+        conn, child_end = context.Pipe()
+        process = context.Process(target=job_process.main, args=(child_end, order), name=f"train-{self.name}",
+                                  daemon=True)
+        with self._lock:
+            if self._state != QUEUED:  # stopped while it waited
+                return
+            self._state, self._message = RUNNING, ""
+            self._run_started = time.monotonic()
+            process.start()
+            child_end.close()
+            self._process, self._conn = process, conn
+        threading.Thread(target=self._read, args=(conn, process), name=f"job-{self.name}", daemon=True).start()
+
+    def continue_(self, steps: int, lr: float | None = None, target_accuracy: float | None = None) -> None:
+        """Train further from where it stopped: same model, optimizer state and step count; a new peak
+        learning rate applies from now on. The target accuracy is replaced (None: train all `steps`)."""
+        if self.state in (RUNNING, QUEUED):
+            raise ExplorerError("this job is already training")
+        cfg = self._cfg
+        if lr is not None:
+            cfg = TrainConfig(**{**asdict(cfg), "lr": lr})  # validates
+        self._new_lr = lr is not None
+        if target_accuracy is not None and not 0 < target_accuracy <= 1:
+            raise ExplorerError("target accuracy must be in (0, 1]")
+        self._cfg = replace(cfg, target_accuracy=target_accuracy)
+        self.start(steps)
+
+    def stop(self) -> None:
+        """Stop after the current step (the model is kept as it is); a waiting run leaves the queue."""
+        with self._lock:
+            state, conn = self._state, self._conn
+            if state == QUEUED:
+                self._state, self._message = STOPPED, "stopped before it started"
+                self._ended.set()
+        if state == QUEUED and self.gate is not None:
+            self.gate.withdraw(self)
+        elif state == RUNNING and conn is not None:
+            try:
+                conn.send("stop")
+            except (OSError, ValueError):
+                pass
+
+    def kill(self) -> None:
+        """End the process now (a closed session; server shutdown)."""
+        self.stop()
+        process = self._process
+        if process is not None and process.is_alive():
+            process.kill()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the run to end; True when it is no longer running (or waiting)."""
+        self._ended.wait(timeout)
+        return self.state not in (RUNNING, QUEUED)
+
+    def touch(self) -> None:
+        """The owner's heartbeat (the page calls it on every render)."""
+        self.last_seen = time.monotonic()
+
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state
+
+    @property
+    def pid(self) -> int | None:
+        """The training process's id while it runs."""
+        process = self._process
+        return process.pid if process is not None and process.is_alive() else None
+
+    @property
+    def step(self) -> int:
+        with self._lock:
+            return self._step
+
+    @property
+    def probe_text(self) -> str:
+        """The input whose attention is snapshotted."""
+        return self._probe_text
+
+    @property
+    def config(self) -> TrainConfig:
+        return self._cfg
+
+    def snapshot(self) -> ModelBundle | None:
+        """The model as of the latest evaluation: a frozen bundle of its own, never the training one."""
+        with self._lock:
+            return self._snapshot
+
+    def checkpoint_bytes(self) -> bytes | None:
+        """The latest snapshot as checkpoint bytes (what Download offers)."""
+        with self._lock:
+            data = self._checkpoint
+        return data if data is not None else (checkpoint.to_bytes(self._snapshot) if self._snapshot else None)
+
+    def view(self) -> JobView:
+        """Everything the page shows, copied under the lock."""
+        place = self.gate.place(self) if self.gate is not None and self.state == QUEUED else None
+        with self._lock:
+            now = time.monotonic()
+            running = self._state == RUNNING
+            run_elapsed = now - self._run_started if running else 0.0
+            step = self._steps[-1].step if self._steps else self._step
+            done = step - self._run_start
+            eta = None
+            if running and done > 0:
+                eta = (self._run_end - step) * run_elapsed / done
+            frames = list(self._frames.items)
+            if self._latest_frame is not None and (not frames or frames[-1].step < self._latest_frame.step):
+                frames.append(self._latest_frame)
+            return JobView(self.name, self._state, self._message, step, self._run_start, self._run_end,
+                           self._elapsed_before + run_elapsed, eta, self._eps, tuple(self._steps),
+                           tuple(self._evals), tuple(frames), self._cfg.target_accuracy, self._cfg.lr, place)
+
+    # -- the reader thread: messages from the process --
+
+    def _elapsed(self) -> float:
+        return self._elapsed_before + time.monotonic() - self._run_started
+
+    def _read(self, conn, process) -> None:
+        ended = None
+        while ended is None:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                break
+            try:
+                ended = self._handle(message)
+            except Exception:  # a message the server cannot use must not leave the job running forever
+                log.exception("training job %s sent a message the server could not use", self.name)
+        process.join(5)
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+        state, text = ended or (FAILED, _ending(process.exitcode))
+        conn.close()
+        with self._lock:
+            self._elapsed_before += time.monotonic() - self._run_started
+            self._state, self._message = state, text
+            self._process = self._conn = None
+        if ended is None:
+            log.warning("training job %s: %s", self.name, text)
+        self._ended.set()
+        if self.gate is not None:
+            self.gate.release(self)
+
+    def _handle(self, message: tuple) -> tuple[str, str] | None:
+        kind = message[0]
+        if kind == "step":
+            _, step, loss, eps = message
+            with self._lock:
+                self._steps.append(StepRecord(step, loss, self._elapsed(), eps))
+                self._eps, self._step = eps, step
+        elif kind == "frame":
+            _, frame, scheduled = message
+            with self._lock:
+                if scheduled:
+                    self._frames.offer(frame)
+                self._latest_frame = frame
+        elif kind == "eval":
+            _, record, data = message
+            with self._lock:
+                self._evals.append(EvalRecord(record[0], self._elapsed(), *record[1:]))
+            self._take_checkpoint(data)
+        elif kind == "done":
+            _, state, text, data, resume, cfg = message
+            self._take_checkpoint(data)
+            with self._lock:
+                self._resume, self._cfg = resume, TrainConfig(**cfg)
+            return (STOPPED if state == "stopped" else FINISHED), text
+        elif kind == "failed":
+            return FAILED, message[1]
+        return None
+
+    def _take_checkpoint(self, data: bytes) -> None:
+        bundle = freeze(checkpoint.from_bytes(data, self.name, source="training"))
+        with self._lock:
+            self._checkpoint = data
+        self._set_snapshot(bundle)
+
+    def _set_snapshot(self, bundle: ModelBundle) -> None:
+        with self._lock:
+            self._snapshot = bundle
+        if self.publish is not None:
+            try:
+                self.publish(bundle)
+            except Exception:  # a closed session must not end the job
+                log.exception("publishing a snapshot of %s failed", self.name)
