@@ -535,3 +535,31 @@ def test_a_plateau_stop_keeps_the_best_validations_weights(trained_copy):
     weights, best, trained = trainer.model.state_dict(), seen[1][1], seen[3][1]
     assert all(torch.equal(weights[k], best[k]) for k in weights)
     assert not all(torch.equal(trained[k], best[k]) for k in weights)  # step 4 had moved on
+
+
+def test_a_continue_goes_on_counting_towards_the_plateau_stop(trained_copy):
+    """Patience 3, validation flat after the first evaluation: a run of 3 steps ends with 2 evaluations
+    without a better one; continued from its state (as the Train page's Continue does, in a new trainer),
+    it stops at the next one (patience - 2 more), not after 3 more. Both counters and the best are in the
+    state; the restored weights are the best's from the first run."""
+    bundle = copy.deepcopy(trained_copy.bundle)
+    cfg = TrainConfig(steps=3, batch_size=16, eval_every=1, eval_samples=50, stop_patience=3, plateau_patience=2,
+                      lr=1e-2)
+
+    def trainer_for(b) -> Trainer:
+        trainer = Trainer(b, TaskData(b.task_obj, b.src_vocab, b.tgt_vocab, 50, 1), cfg)
+        trainer._validate = lambda: Metrics(50, 0.0, 0.5)
+        return trainer
+
+    first = trainer_for(bundle)
+    assert first.run().reason == "steps"
+    state = first.state()
+    later = trainer_for(copy.deepcopy(bundle))
+    later.load_state(state)
+    result = later.run(10)
+    assert (result.reason, result.steps) == ("plateau", 4)
+    assert result.history[-1]["restored_best_from_step"] == 1
+    best = state["best_weights"]
+    assert state["counters"][-3:] == (0.5, 0, 2) and best[0] == 1  # halved once at step 3; 2 since the best
+    weights = later.model.state_dict()
+    assert all(torch.equal(weights[k], best[1][k]) for k in weights)

@@ -404,11 +404,10 @@ class Trainer:
         self.last_metrics: Metrics | None = None
         self.batch_exact_match = 0.0  # share of the last training batch exactly right (see batch_loss)
         self._lr_scale = 1.0  # halved on each plateau (cfg.plateau_patience)
-        self._best_token_accuracy = -1.0
-        self._stale_evaluations = 0
-        self._best_for_stop = -1.0
-        self._evaluations_since_best = 0
-        self._best_weights: tuple[int, dict[str, torch.Tensor]] | None = None  # (step, weights) at _best_for_stop
+        self._best_token_accuracy = -1.0  # the best scheduled validation so far (plateau halving and stop)
+        self._stale_for_lr = 0  # scheduled evaluations since the best or the last halving (plateau_patience)
+        self._evaluations_since_best = 0  # scheduled evaluations since the best (stop_patience)
+        self._best_weights: tuple[int, dict[str, torch.Tensor]] | None = None  # (step, weights) at the best
         self._agreed_stop = False  # a run of several ranks: some rank was asked to stop (agreed at each step)
         self._agreed_time_up = False
         self._attempts = 0  # confirmations so far (each scores a set of its own)
@@ -420,7 +419,8 @@ class Trainer:
         return {"model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
                 "adam": {i: dict(v) for i, v in self.optimizer.state.items()}, "cfg": asdict(self.cfg),
                 "counters": (self.step, self.examples, self.seconds, self.batch_exact_match, self._lr_scale,
-                             self._best_token_accuracy, self._stale_evaluations),
+                             self._best_token_accuracy, self._stale_for_lr, self._evaluations_since_best),
+                "best_weights": self._best_weights,
                 "history": list(self.history), "last_metrics": self.last_metrics, "rng": self.rng.getstate(),
                 "generator": self.generator.get_state(), "data": self.data}
 
@@ -431,7 +431,8 @@ class Trainer:
         self.optimizer.state = {int(i): dict(v) for i, v in state["adam"].items()}
         self.cfg = TrainConfig(**state["cfg"])
         (self.step, self.examples, self.seconds, self.batch_exact_match, self._lr_scale,
-         self._best_token_accuracy, self._stale_evaluations) = state["counters"]
+         self._best_token_accuracy, self._stale_for_lr, self._evaluations_since_best) = state["counters"]
+        self._best_weights = state["best_weights"]
         self.history, self.last_metrics = list(state["history"]), state["last_metrics"]
         self.rng.setstate(state["rng"])
         self.generator.set_state(state["generator"])
@@ -453,31 +454,30 @@ class Trainer:
         cosine = floor + 0.5 * (self.cfg.lr - floor) * (1 + math.cos(math.pi * progress))
         return max(floor, cosine * self._lr_scale)
 
-    def _watch_plateau(self, metrics: Metrics) -> None:
-        """Halve the learning rate once validation token accuracy has not improved for `plateau_patience`
-        evaluations (token accuracy, not exact match: exact match sits at 0 for a while on long inputs)."""
-        if not self.cfg.plateau_patience:
+    def _watch_validation(self, metrics: Metrics) -> None:
+        """Keep the best scheduled validation token accuracy (token accuracy, not exact match: exact match sits
+        at 0 for a while on long inputs), its weights when a plateau may stop the run, and two counts of
+        evaluations without a better one: one halves the learning rate (`plateau_patience`, counted again after
+        each halving), one stops the run (`stop_patience`). All are in `state`, so a Continue goes on counting."""
+        if not (self.cfg.plateau_patience or self.cfg.stop_patience):
             return
         if metrics.token_accuracy > self._best_token_accuracy:
-            self._best_token_accuracy, self._stale_evaluations = metrics.token_accuracy, 0
+            self._best_token_accuracy, self._stale_for_lr, self._evaluations_since_best = metrics.token_accuracy, 0, 0
+            if self.cfg.stop_patience:
+                self._best_weights = (self.step, {k: v.detach().to("cpu", copy=True)
+                                                  for k, v in self.model.state_dict().items()})
             return
-        self._stale_evaluations += 1
-        if self._stale_evaluations >= self.cfg.plateau_patience:
-            self._lr_scale *= 0.5
-            self._stale_evaluations = 0
+        self._evaluations_since_best += 1
+        if self.cfg.plateau_patience:
+            self._stale_for_lr += 1
+            if self._stale_for_lr >= self.cfg.plateau_patience:
+                self._lr_scale *= 0.5
+                self._stale_for_lr = 0
 
-    def _plateaued(self, metrics: Metrics) -> bool:
+    def _plateaued(self) -> bool:
         """Whether validation token accuracy has not improved for `stop_patience` scheduled evaluations
         (a fixed file of pairs: once it stops improving, more steps only fit the training pairs)."""
-        if not self.cfg.stop_patience:
-            return False
-        if metrics.token_accuracy > self._best_for_stop:
-            self._best_for_stop, self._evaluations_since_best = metrics.token_accuracy, 0
-            self._best_weights = (self.step, {k: v.detach().to("cpu", copy=True)
-                                              for k, v in self.model.state_dict().items()})
-            return False
-        self._evaluations_since_best += 1
-        return self._evaluations_since_best >= self.cfg.stop_patience
+        return bool(self.cfg.stop_patience) and self._evaluations_since_best >= self.cfg.stop_patience
 
     def _restore_best(self) -> None:
         """A plateau stop keeps the weights of the best validation, not the last ones: the evaluations since
@@ -489,6 +489,7 @@ class Trainer:
         self.model.load_state_dict(weights)
         self.last_metrics = self._validate()
         self.history[-1]["restored_best_from_step"] = best_step
+        self._evaluations_since_best = 0  # the model is the best one again: a Continue starts counting from it
 
     def _target_in_sight(self) -> bool:
         """Whether to evaluate before the next scheduled evaluation: the last training batch was exactly right
@@ -646,7 +647,6 @@ class Trainer:
         """Train up to `steps` more steps (default the config's), stopping early on target, time or stop flag."""
         steps = self.cfg.steps if steps is None else steps
         self._total = self.step + steps
-        self._evaluations_since_best = 0  # a continued run gets its full patience again
         with SEED_LOCK:  # not while another thread is initialising a model from its seed
             torch.manual_seed(self.cfg.seed + self.step)  # for anything that still draws from the shared one
         self.model.draw_dropout_from(self.dropout_generator)  # this job's own draws, whatever runs beside it
@@ -676,11 +676,11 @@ class Trainer:
                 if scheduled or self._target_in_sight():
                     progress = self.evaluate_now(loss)
                     if scheduled:  # the schedule alone sets the learning rate: an extra check changes no step
-                        self._watch_plateau(progress.metrics)
+                        self._watch_validation(progress.metrics)
                     if self._confirmed(progress.metrics):
                         reason = "target"
                         break
-                    if scheduled and self._plateaued(progress.metrics):
+                    if scheduled and self._plateaued():
                         reason = "plateau"
                         self._restore_best()
                         break
