@@ -20,6 +20,7 @@ from typing import Iterator
 import pytest
 
 from explorer.checkpoints import checkpoint
+
 TWINS = ("reverse", "reverse-none")
 TINY_TWIN_MODEL = {"embed": 8, "hidden": 24, "attn_dim": 16, "cell": "gru", "bidirectional": True}
 

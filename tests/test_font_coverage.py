@@ -5,23 +5,13 @@ without CJK fonts."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from fontTools.ttLib import TTFont
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _build_script():
-    spec = importlib.util.spec_from_file_location("build_cjk_font", ROOT / "scripts" / "build_cjk_font.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.scripts_support import load_script
 
 
 def test_the_served_font_covers_every_chinese_character_the_app_can_show():
-    build = _build_script()
+    build = load_script("scripts/build_cjk_font.py")
     covered = set(TTFont(build.OUT).getBestCmap())
     shown = build.app_text_chars() | build.checkpoint_chars()
     assert len(shown) > 1000, "the shipped eng-cmn model alone shows thousands of characters"
