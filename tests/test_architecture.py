@@ -1,4 +1,5 @@
-"""The package's import graph has no cycles, and no module reaches into another module's private names.
+"""The package's import graph has no cycles, imports only down the layers (docs/ARCHITECTURE.md), and no
+module reaches into another module's private names.
 
 Read with `ast`, not by importing: every `import` statement counts as an edge, at module level and
 inside functions alike (a function-level import is how a cycle usually hides: it works until someone
@@ -143,3 +144,36 @@ def test_no_reach_into_private_attributes(name):
     allowed = ALLOWED_REACH_INS.get(name, ())
     found = [f for f in reach_ins(name) if not f.startswith(allowed)]
     assert not found, f"{name} reads private attributes of other objects: {', '.join(found)}"
+
+
+# The layers, lowest first: a module imports its own layer or lower ones, never higher (docs/ARCHITECTURE.md).
+LAYERS = (
+    ("shared", ("explorer.errors", "explorer.names", "explorer.defaults", "explorer.limits", "explorer.storage")),
+    ("data", ("explorer.data",)),
+    ("record", ("explorer.record",)),  # the torch-free trace contract: reads tokens and alignments from data
+    ("engine", ("explorer.engine",)),
+    ("checkpoints", ("explorer.checkpoints",)),
+    ("training", ("explorer.training",)),
+    ("app", ("explorer.app",)),
+    ("cli", ("explorer.__main__", "explorer.cli_checks")),
+)
+
+
+def layer_of(name: str) -> int:
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            return rank
+    raise AssertionError(f"{name} belongs to no layer: add it to LAYERS (and docs/ARCHITECTURE.md)")
+
+
+def test_every_module_has_a_layer():
+    for name in MODULES:
+        if name not in ("explorer",) and not MODULES[name].name == "__init__.py":
+            layer_of(name)
+
+
+def test_layers_import_downward():
+    upward = [f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})"
+              for a, targets in GRAPH.items() if a != "explorer" and MODULES[a].name != "__init__.py"
+              for b in sorted(targets) if MODULES[b].name != "__init__.py" and layer_of(b) > layer_of(a)]
+    assert not upward, "imports up the layers: " + "; ".join(upward)
