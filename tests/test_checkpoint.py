@@ -289,7 +289,7 @@ def test_loading_a_checkpoint_stays_cheap_on_a_cold_process(make_random_bundle, 
     import subprocess
     import sys
     path = checkpoint.save(make_random_bundle(), tmp_path / "cold.safetensors")
-    code = ("import sys; from explorer import checkpoint; b = checkpoint.load(sys.argv[1]); "
+    code = ("import sys; from explorer.checkpoints import checkpoint; b = checkpoint.load(sys.argv[1]); "
             "assert b.model.embed.weight.abs().sum() > 0; print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

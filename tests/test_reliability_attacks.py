@@ -523,7 +523,7 @@ def test_a_second_cli_training_to_the_same_out_is_refused(tmp_path):
     """Two real processes: the second exits 2 naming the path; the first's checkpoint is the one saved."""
     out = tmp_path / "same"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from explorer import checkpoint\n"
+        "import sys, time; from explorer.checkpoints import checkpoint\n"
         "with checkpoint.writer(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)\n"), str(out)],
         cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
