@@ -1,15 +1,15 @@
-"""The teacher-forced decoder loop with its own backward pass (explorer/engine/fused.py) computes what
-`decode_step`'s loop computes: the same logits and weights, the same gradient for every parameter."""
+"""Training's fast path (explorer/engine/fused.py, chosen by explorer/training/training_forward.py) computes
+what the reference model (explorer/engine/model.py: nn.GRU, `decode_step`'s loop) computes: the same logits and
+weights, the same gradient for every parameter; where it does not apply, training runs the reference itself."""
 
 from __future__ import annotations
-
-from unittest import mock
 
 import pytest
 import torch
 
 from explorer.engine import fused
 from explorer.engine.model import ModelConfig, Seq2Seq, seeded_model
+from explorer.training.training_forward import TrainingForward
 
 B, S, T = 6, 7, 9
 LENGTHS = torch.tensor([7, 3, 5, 1, 7, 2])  # source lengths, not sorted
@@ -40,12 +40,13 @@ def graph_nodes(tensor: torch.Tensor) -> set[str]:
 
 
 def run(model: Seq2Seq, use_fused: bool, loss_of=lambda logits, alphas: logits.sin().sum()):
-    """Logits, weights and every parameter's gradient of one teacher-forced pass, fused or stepwise."""
+    """Logits, weights and every parameter's gradient of one teacher-forced pass: training's (fused) or the
+    reference model's."""
     model.zero_grad(set_to_none=True)
     src, lengths, tgt = batch(model.cfg)
-    with mock.patch.object(fused, "applies", lambda m: use_fused):
-        logits, alphas = model(src, lengths, tgt)
+    logits, alphas = (TrainingForward(model) if use_fused else model)(src, lengths, tgt)
     assert ("DecoderLoopBackward" in graph_nodes(logits)) == use_fused
+    assert ("GRUScanBackward" in graph_nodes(logits)) == use_fused
     loss_of(logits, alphas).backward()
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     return logits.detach(), alphas.detach(), grads
@@ -118,12 +119,39 @@ def test_at_the_tutorials_sizes_in_float32_the_gradients_agree_to_rounding():
 
 
 @pytest.mark.parametrize("options", [{"cell": "lstm"}, {"cell": "rnn"}, {"layers": 2}, {"attention": "none"}])
-def test_other_models_train_through_decode_step(options):
-    model = Seq2Seq(ModelConfig(src_vocab=13, tgt_vocab=14, **options))
+def test_other_models_train_through_decode_step_with_the_reference_models_numbers(options):
+    """Where the fused loop does not apply, training's forward falls back to the reference decoder steps: the
+    reference model's logits, weights and gradients (a GRU encoder still runs GRUScan)."""
+    cfg = ModelConfig(src_vocab=13, tgt_vocab=14, embed=16, hidden=24, attn_dim=8, **options)
+    model = seeded_model(cfg, 6).double()
     assert not fused.applies(model)
-    src, lengths, tgt = batch(model.cfg)
-    logits, _ = model(src, lengths, tgt)
-    assert "DecoderLoopBackward" not in graph_nodes(logits)
+    results = []
+    for forward in (TrainingForward(model), model):
+        model.zero_grad(set_to_none=True)
+        src, lengths, tgt = batch(cfg)
+        logits, alphas = forward(src, lengths, tgt)
+        assert "DecoderLoopBackward" not in graph_nodes(logits)
+        assert ("GRUScanBackward" in graph_nodes(logits)) == (forward is not model and cfg.cell == "gru")
+        logits.sin().sum().backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        results.append((logits.detach(), alphas.detach() if alphas is not None else None, grads))
+    (l1, a1, g1), (l2, a2, g2) = results
+    torch.testing.assert_close(l1, l2, rtol=1e-10, atol=1e-10)
+    assert (a1 is None) == (a2 is None) == (cfg.attention == "none")
+    if a1 is not None:
+        torch.testing.assert_close(a1, a2, rtol=1e-10, atol=1e-10)
+    assert g1.keys() == g2.keys() and len(g1) > 0
+    for name in g2:
+        torch.testing.assert_close(g1[name], g2[name], rtol=1e-10, atol=1e-10, msg=lambda m: f"{name}: {m}")
+
+
+def test_training_forward_holds_the_models_parameters_and_nothing_else():
+    """DDP wraps the training forward, and checkpoints save the Seq2Seq: the same parameters, the model's
+    state_dict keys under `model.`."""
+    model = Seq2Seq(ModelConfig(src_vocab=13, tgt_vocab=14))
+    forward = TrainingForward(model)
+    assert [id(p) for p in forward.parameters()] == [id(p) for p in model.parameters()]
+    assert list(forward.state_dict()) == [f"model.{k}" for k in model.state_dict()]
 
 
 def test_without_autograd_the_loop_is_not_used():
@@ -131,6 +159,20 @@ def test_without_autograd_the_loop_is_not_used():
     assert fused.applies(model)
     with torch.no_grad():
         assert not fused.applies(model)
+        src, lengths, tgt = batch(model.cfg)
+        torch.testing.assert_close(TrainingForward(model)(src, lengths, tgt)[0], model(src, lengths, tgt)[0],
+                                   rtol=0, atol=0)
+
+
+def test_the_reference_model_never_takes_the_fast_path():
+    """explorer/model.py is the article's equations: its forward runs nn.GRU and decode_step even while
+    autograd records."""
+    model = Seq2Seq(ModelConfig(src_vocab=13, tgt_vocab=14, bidirectional=True))
+    src, lengths, tgt = batch(model.cfg)
+    logits, _ = model(src, lengths, tgt)
+    assert not {"DecoderLoopBackward", "GRUScanBackward"} & graph_nodes(logits)
+    keys = model.encode(src, lengths).keys
+    assert "IndexCopyBackward0" not in graph_nodes(keys)  # Key(h) of every position, padding too
 
 
 def encoder_run(model: Seq2Seq, use_fused: bool, seed: int = 0):
@@ -138,8 +180,7 @@ def encoder_run(model: Seq2Seq, use_fused: bool, seed: int = 0):
     model.zero_grad(set_to_none=True)
     model.draw_dropout_from(torch.Generator().manual_seed(seed))  # the same dropout masks in both runs
     src, lengths, _ = batch(model.cfg)
-    with mock.patch.object(fused, "encoder_applies", lambda e: use_fused):
-        h, final = model.encoder(src, lengths)
+    h, final = fused.gru_encoder(model.encoder, src, lengths) if use_fused else model.encoder(src, lengths)
     assert ("GRUScanBackward" in graph_nodes(h)) == use_fused
     (h.sin().sum() + (final ** 2).sum()).backward()
     grads = {name: p.grad.clone() for name, p in model.encoder.named_parameters() if p.grad is not None}
@@ -167,5 +208,5 @@ def test_other_encoders_run_their_own_modules(cell):
     model = Seq2Seq(ModelConfig(src_vocab=13, tgt_vocab=14, cell=cell))
     assert not fused.encoder_applies(model.encoder)
     src, lengths, _ = batch(model.cfg)
-    h, _ = model.encoder(src, lengths)
-    assert "GRUScanBackward" not in graph_nodes(h)
+    memory = fused.encode(model, src, lengths)
+    assert "GRUScanBackward" not in graph_nodes(memory.h)

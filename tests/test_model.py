@@ -395,7 +395,7 @@ def test_dropout_with_a_generator_masks_equal_inputs_alike_whatever_their_memory
 
 
 def test_training_projects_keys_and_values_of_real_positions_only_with_the_same_numbers_and_gradients():
-    """With autograd on and padding in the batch, encode multiplies only the real positions: the same keys
+    """With autograd on and padding in the batch, training's encode multiplies only the real positions: the same keys
     and values everywhere (padding's h is zero: key 0, value b_v) and the same gradients."""
     cfg = ModelConfig(src_vocab=10, tgt_vocab=10, embed=6, hidden=8, attn_dim=5, attention="additive")
     model = seeded_model(cfg, 0).double()
@@ -409,7 +409,7 @@ def test_training_projects_keys_and_values_of_real_positions_only_with_the_same_
         model.zero_grad(set_to_none=True)
         h = h_values.clone().requires_grad_()
         if train:
-            keys, values = model._keys_and_values(h, mask)
+            keys, values = fused.real_keys_and_values(model.attention, h, mask)
             assert type(keys.grad_fn.next_functions[0][0]).__name__ == "IndexCopyBackward0"  # real rows only
         else:
             keys, values = model.attention.key(h), model.attention.value(h)

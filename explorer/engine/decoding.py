@@ -1,7 +1,7 @@
 """Autoregressive decoding: greedy (batched), forced and teacher-forced, and beam search.
 
-All of it loops over `Seq2Seq.decode_step`, the function training's equations are held to (a one-layer
-GRU trains through explorer/engine/fused.py, tested equal to it); the trace is the greedy loop with its steps kept.
+All of it loops over `Seq2Seq.decode_step`, the reference training's equations are held to (training's
+fast path, explorer/engine/fused.py, is tested equal to it); the trace is the greedy loop with its steps kept.
 """
 
 from __future__ import annotations

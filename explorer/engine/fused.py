@@ -18,10 +18,12 @@ once for all steps (`gru_input`; with a task's few symbols, as products of the e
 `embedded_product`), and rows sorted longest first let step t run only the rows still going (a prefix,
 as views).
 
+`real_keys_and_values`: on a padded batch, k_i = Key(h_i) and v_i = Value(h_i) of the real positions only.
+
 Only what training needs is covered: GRU cells, a one-layer decoder with attention, no interventions,
-temperature 1, and only while autograd records. Every other model, and everything shown in the app
-(traces, decoding), runs `decode_step` and nn.GRU; tests/test_fused.py checks that both paths give the
-same outputs and gradients.
+temperature 1, and only while autograd records. explorer/training/training_forward.py chooses this path where it
+applies; every other model, and everything shown in the app (traces, decoding), runs explorer/engine/model.py's
+`decode_step` and nn.GRU. tests/test_fused.py checks that both paths give the same outputs and gradients.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ import math
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+from explorer.engine.model import Memory, Seq2Seq, by_target_length, padding_mask, stacked_rows
 
 
 def applies(model: Any) -> bool:
@@ -92,14 +96,6 @@ def decoder_loop(model: Any, gi_e: Tensor, s0: Tensor, keys: Tensor, values: Ten
     return DecoderLoop.apply(gi_e, s0, keys, values, cell.weight_ih[:, E:], cell.weight_hh, cell.bias_hh,
                              attention.query.weight, attention.query.bias, w, mask, tuple(running),
                              model.cfg.attention)
-
-
-def stacked_rows(running: list[int] | tuple[int, ...], device: torch.device) -> tuple[Tensor, Tensor]:
-    """For each row of the (N, ·) stacks, the batch row and the step it belongs to: step t's rows
-    [0, running[t]) follow step t-1's. Row b at step t of a (B, W) layout is then rows * W + steps."""
-    rows = torch.cat([torch.arange(n, device=device) for n in running])
-    steps = torch.cat([torch.full((n,), t, device=device) for t, n in enumerate(running)])
-    return rows, steps
 
 
 def _offsets(running: tuple[int, ...]) -> list[int]:
@@ -384,3 +380,42 @@ def gru_encoder(encoder: Any, src: Tensor, lengths: Tensor) -> tuple[Tensor, Ten
         if layer + 1 < len(encoder.rnn):  # dropout's masks fall on the rows in their own order, as in nn.GRU's loop
             x = encoder.dropout(x.index_select(0, back)).index_select(0, order)
     return x.index_select(0, back), torch.stack(finals)
+
+
+def real_keys_and_values(attention: nn.Module, h: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """k_i = Key(h_i) and v_i = Value(h_i) (B, S, D), multiplying only the real positions of a padded batch;
+    padding, which attention never reads, gets k = 0 and v = b_v. Without padding, Key(h) and Value(h)."""
+    key, value = attention.key, attention.value
+    if bool(mask.all()):
+        return key(h), value(h)
+    B, S, He = h.shape
+    real = mask.reshape(-1).nonzero().squeeze(1)
+    h_real = h.reshape(B * S, He).index_select(0, real)
+    D = key.out_features
+    keys = h.new_zeros(B * S, D).index_copy(0, real, key(h_real)).view(B, S, D)
+    values = value.bias.expand(B * S, D).index_copy(0, real, value(h_real)).view(B, S, D)
+    return keys, values
+
+
+def encode(model: Seq2Seq, src: Tensor, lengths: Tensor) -> Memory:
+    """`Seq2Seq.encode`'s memory for training: a GRU encoder through `gru_encoder` (while autograd records),
+    keys and values of the real positions only."""
+    model.check_length(src)
+    encoder = model.encoder
+    h, final = gru_encoder(encoder, src, lengths) if encoder_applies(encoder) else encoder(src, lengths)
+    mask = padding_mask(src, lengths)
+    if model.attention is None:
+        return Memory(h, None, None, mask, model.initial_state(final))
+    keys, values = real_keys_and_values(model.attention, h, mask)
+    return Memory(h, keys, values, mask, model.initial_state(final))
+
+
+def teacher_forced(model: Seq2Seq, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
+    """`Seq2Seq.decode_training` under full teacher forcing with the steps in one `DecoderLoop` (where
+    `applies`): logits (B, T, V) and weights (B, T, S)."""
+    batch = by_target_length(memory, tgt_in)
+    gi_e = gru_input(model, batch.tgt_in.reshape(-1).index_select(0, batch.place))
+    sorted_memory = batch.memory
+    top, context, flat = decoder_loop(model, gi_e, sorted_memory.s0[0], sorted_memory.keys, sorted_memory.values,
+                                      sorted_memory.mask, batch.running)
+    return model.read_out_steps(batch, top, context, flat)

@@ -9,10 +9,10 @@ Notation follows the article (DESIGN §1):
     step 4    ŷ_t = softmax(U [s_t; c_t] + b_U)         (plain model: U s_t + b_U)
 
 Sizes: B batch, S source length, T target length, E embedding, H hidden, D attention size, V vocabulary.
-Everything that decodes (training, greedy, beam, traces, interventions) calls `Seq2Seq.decode_step`; only
-training (while autograd records) runs a GRU encoder and a one-layer GRU decoder's teacher-forced loop
-through explorer/engine/fused.py: the same equations with hand-written backward passes, which
-tests/test_fused.py holds to nn.GRU's and decode_step's values and gradients.
+This is the reference: everything that decodes (greedy, beam, traces, interventions) calls
+`Seq2Seq.decode_step`, and `Seq2Seq.forward` (teacher-forced training) runs the same steps. Training may
+choose a faster path to the same numbers (explorer/training/training_forward.py, explorer/engine/fused.py);
+tests/test_fused.py holds it to this module's values and gradients.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from explorer.engine import fused
 from explorer.errors import ExplorerError
 from explorer.names import ATTENTIONS, CELLS
 from explorer.data.vocab import PAD_ID
@@ -113,7 +112,7 @@ class Dropout(nn.Dropout):
     once would take each other's draws, and one seed would no longer give one set of weights.
     Without a generator it is nn.Dropout itself. Masks are drawn in the elements' logical order, whatever
     the memory layout of x: equal inputs get equal masks however they were computed (nn.GRU's batch-first
-    output is a transposed view; fused.gru_encoder's is not).
+    output is a transposed view; training's GRU encoder in explorer/fused.py writes a plain one).
     """
 
     generator: torch.Generator | None = None
@@ -178,6 +177,13 @@ def _reorder(x: Tensor, rows: Tensor) -> Tensor:
     return x.reshape(B * S, F).index_select(0, rows).view(B, S, F)
 
 
+def _lstm_weight_names(dirs: int, bias: bool) -> list[str]:
+    """nn.LSTM's parameter names for its first layer (weight_ih_l0, ..., bias_hh_l0_reverse)."""
+    kinds = ("weight", "bias") if bias else ("weight",)
+    return [f"{kind}_{part}_l0{suffix}"
+            for suffix in ("", "_reverse")[:dirs] for kind in kinds for part in ("ih", "hh")]
+
+
 def _embedding(count: int, dim: int) -> nn.Embedding:
     """An embedding table (the padding row stays zero). On the meta device, where checkpoint loading builds
     a storage-less skeleton to check shapes, its random init is skipped: those numbers are never used."""
@@ -187,14 +193,13 @@ def _embedding(count: int, dim: int) -> nn.Embedding:
 
 
 class Encoder(nn.Module):
-    """Embeds x_1..x_S and runs the RNN over them; returns every h_i and the final state.
+    """Embeds x_1..x_S and runs the RNN over them: h_i = f(h_{i-1}, x_i); returns every h_i and the final state.
 
-    rnn and gru run one plain (unpacked) RNN per layer and direction: padding sits after each
-    sequence, so a causal RNN never sees it before a real token, and the backward direction reads
-    each sequence reversed within its own length. That keeps a padded batch exactly equal to each
-    sequence alone, without packed sequences (whose backward pass is slow on CPU). While autograd
-    records, a GRU encoder runs fused.gru_encoder instead: the same equations with the same weights, no
-    work on padding, and a hand-written backward pass.
+    rnn and gru run one plain nn.RNN / nn.GRU per layer and direction over the padded batch: padding sits
+    after each sequence, so the left-to-right direction never reads it before a real token, and the
+    right-to-left direction reads each sequence reversed within its own length. A padded batch then gives
+    exactly each sequence's states alone. lstm runs one nn.LSTM over packed sequences; unshared its own
+    loop (UnsharedRNN).
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -217,8 +222,6 @@ class Encoder(nn.Module):
                 for layer in range(cfg.layers))
 
     def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, State]:
-        if fused.encoder_applies(self):
-            return fused.gru_encoder(self, src, lengths)
         x = self.embed(src)  # (B, S, E)
         if self.cfg.cell == "unshared":
             return self.rnn(x, lengths)
@@ -267,7 +270,8 @@ class Encoder(nn.Module):
             with torch.device("meta"):
                 shell = nn.LSTM(rnn.input_size if layer == 0 else dirs * rnn.hidden_size, rnn.hidden_size,
                                 bias=rnn.bias, bidirectional=rnn.bidirectional)
-            weights = {name: getattr(rnn, name.replace("_l0", f"_l{layer}")) for name in shell._flat_weights_names}
+            weights = {name: getattr(rnn, name.replace("_l0", f"_l{layer}"))
+                       for name in _lstm_weight_names(dirs, rnn.bias)}
             x, (h, c) = torch.func.functional_call(shell, weights, (x, (zeros, zeros)))
             hs.append(h)
             cs.append(c)
@@ -289,8 +293,7 @@ class Attention(nn.Module):
     """Query/Key/Value attention: e_ti = score(q_t, k_i), α_t = softmax(e_t / τ), c_t = Σ_i α_ti v_i.
 
     Scores: dot e = q·k (the article's); scaled_dot e = q·k / √D; additive e = wᵀ tanh(W_q s_t + W_k h_i)
-    (Bahdanau; here q_t = W_q s_t + b_q and k_i = W_k h_i, so e_ti = wᵀ tanh(q_t + k_i)). Training's fused
-    decoder loop computes the additive score through an identity of its own (`fused.additive_score`).
+    (Bahdanau; here q_t = W_q s_t + b_q and k_i = W_k h_i, so e_ti = wᵀ tanh(q_t + k_i)).
     """
 
     def __init__(self, kind: str, state_size: int, memory_size: int, d: int) -> None:
@@ -385,7 +388,7 @@ class Seq2Seq(nn.Module):
     def is_lstm(self) -> bool:
         return self.cfg.cell == "lstm"
 
-    def _initial_state(self, final: State) -> State:
+    def initial_state(self, final: State) -> State:
         """s_0 from the encoder's final state h_m (per layer; both directions joined)."""
         def join(x: Tensor) -> Tensor:
             if not self.cfg.bidirectional:
@@ -397,30 +400,25 @@ class Seq2Seq(nn.Module):
             return join(final[0]), join(final[1])
         return join(final)
 
-    def encode(self, src: Tensor, lengths: Tensor) -> Memory:
-        """Run the encoder once: h_i, k_i = Key(h_i), v_i = Value(h_i), the padding mask and s_0."""
+    def check_length(self, src: Tensor) -> None:
+        """Refuse an input longer than the model was built for (src (B, S) ids)."""
         if src.shape[1] > self.cfg.max_src_len:
             raise ExplorerError(
                 f"input has {src.shape[1]} tokens; this model supports at most {self.cfg.max_src_len}")
-        h, final = self.encoder(src, lengths)
-        mask = torch.arange(src.shape[1], device=src.device).unsqueeze(0) < lengths.to(src.device).unsqueeze(1)
-        if self.attention is None:
-            return Memory(h, None, None, mask, self._initial_state(final))
-        return Memory(h, *self._keys_and_values(h, mask), mask, self._initial_state(final))
 
-    def _keys_and_values(self, h: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """k_i = Key(h_i) and v_i = Value(h_i) (B, S, D). While training on a padded batch, only the real
-        positions are multiplied; padding, which attention never reads, gets 0 and b_v."""
-        key, value = self.attention.key, self.attention.value
-        if not torch.is_grad_enabled() or bool(mask.all()):
-            return key(h), value(h)
-        B, S, He = h.shape
-        real = mask.reshape(-1).nonzero().squeeze(1)
-        h_real = h.reshape(B * S, He).index_select(0, real)
-        D = self.cfg.attn_dim
-        keys = h.new_zeros(B * S, D).index_copy(0, real, key(h_real)).view(B, S, D)
-        values = value.bias.expand(B * S, D).index_copy(0, real, value(h_real)).view(B, S, D)
-        return keys, values
+    def encode(self, src: Tensor, lengths: Tensor) -> Memory:
+        """Run the encoder once: h_i, k_i = Key(h_i), v_i = Value(h_i), the padding mask and s_0."""
+        self.check_length(src)
+        h, final = self.encoder(src, lengths)  # (B, S, He), h_m per layer
+        mask = padding_mask(src, lengths)
+        if self.attention is None:
+            return Memory(h, None, None, mask, self.initial_state(final))
+        keys, values = self._keys_and_values(h)
+        return Memory(h, keys, values, mask, self.initial_state(final))
+
+    def _keys_and_values(self, h: Tensor) -> tuple[Tensor, Tensor]:
+        """k_i = Key(h_i) and v_i = Value(h_i): h (B, S, He) -> (B, S, D) each."""
+        return self.attention.key(h), self.attention.value(h)
 
     def initial_context(self, batch: int, device: torch.device | None = None) -> Tensor | None:
         """c_0 = 0 (None for the plain encoder-decoder, which has no context)."""
@@ -489,16 +487,20 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor, teacher_forcing: float = 1.0,
                 generator: torch.Generator | None = None) -> tuple[Tensor, Tensor | None]:
-        """Training pass: logits (B, T, V) and weights (B, T, S) for decoder inputs tgt_in (B, T).
+        """Training pass: logits (B, T, V) and weights (B, T, S) for decoder inputs tgt_in (B, T)."""
+        return self.decode_training(self.encode(src, lengths), tgt_in, teacher_forcing, generator)
+
+    def decode_training(self, memory: Memory, tgt_in: Tensor, teacher_forcing: float = 1.0,
+                        generator: torch.Generator | None = None) -> tuple[Tensor, Tensor | None]:
+        """forward() after the encoder: every decoder step through `decode_step`.
 
         With teacher_forcing < 1, each step feeds the model's own previous guess with that
         probability's complement (one coin per step for the whole batch).
         """
-        memory = self.encode(src, lengths)
         B, T = tgt_in.shape
         if teacher_forcing >= 1.0:
             return self._teacher_forced(memory, tgt_in)
-        state, c = memory.s0, self.initial_context(B, src.device)
+        state, c = memory.s0, self.initial_context(B, tgt_in.device)
         y = tgt_in[:, 0]
         outputs, weights = [], []
         for t in range(T):
@@ -513,39 +515,31 @@ class Seq2Seq(nn.Module):
         return torch.stack(outputs, 1), (torch.stack(weights, 1) if weights else None)
 
     def _teacher_forced(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
-        """forward() with every y_{t-1} known: each step runs only the rows whose target is not over yet.
+        """decode_training() with every y_{t-1} known: each step runs only the rows whose target is not over yet.
 
-        Rows are taken longest target first, so the rows still running at step t are a prefix of the
-        batch and every step works on views; finished rows' outputs stay zero (the loss ignores padding).
-        The embeddings and the readout run once for all steps; the steps themselves run through
-        `decode_step` (`_stepwise`) or, for a one-layer GRU while autograd records, fused.decoder_loop.
+        Rows are taken longest target first (`by_target_length`), so the rows still running at step t are a
+        prefix of the batch and every step works on views; finished rows' outputs stay zero (the loss
+        ignores padding). The embeddings and the readout run once for all steps; the steps run through
+        `decode_step` (`_stepwise`).
         """
-        B, T = tgt_in.shape
-        steps = (tgt_in != PAD_ID).sum(1)  # (B,) decoder steps per row: <sos> and the target
-        order = torch.argsort(steps, descending=True, stable=True)
-        in_order = bool((order == torch.arange(B, device=order.device)).all())
-        if not in_order:
-            memory, tgt_in, steps = memory.select(order), tgt_in.index_select(0, order), steps.index_select(0, order)
-        running = (steps.unsqueeze(0) > torch.arange(T, device=steps.device).unsqueeze(1)).sum(1).tolist()
-        running = [n for n in running if n]  # rows still running at each step
-        # row b at step t is row b * T + t of the (B * T, ·) outputs; the steps' rows follow each other
-        rows, steps = fused.stacked_rows(running, tgt_in.device)
-        place = rows * T + steps
-        if fused.applies(self):
-            gi_e = fused.gru_input(self, tgt_in.reshape(-1).index_select(0, place))
-            top, context, flat = fused.decoder_loop(self, gi_e, memory.s0[0], memory.keys, memory.values,
-                                                    memory.mask, running)
-        else:
-            top, context, flat = self._stepwise(memory, tgt_in, running)
+        batch = by_target_length(memory, tgt_in)
+        top, context, flat = self._stepwise(batch.memory, batch.tgt_in, batch.running)
+        return self.read_out_steps(batch, top, context, flat)
+
+    def read_out_steps(self, batch: "SortedBatch", top: Tensor, context: Tensor | None,
+                       flat: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """Step 4 for every running row of every step, laid out as the caller's batch: s_t (N, H), c_t (N, D)
+        and α_t (N, S), stacked step after step -> logits (B, T, V) and weights (B, T, S), zero where a row's
+        target is over."""
+        B, T = batch.tgt_in.shape
         packed = self.readout(top, context)  # (N, V)
-        logits = packed.new_zeros(B * T, packed.shape[-1]).index_copy(0, place, packed).view(B, T, -1)
+        logits = packed.new_zeros(B * T, packed.shape[-1]).index_copy(0, batch.place, packed).view(B, T, -1)
         alphas = None
         if flat is not None:
-            alphas = flat.new_zeros(B * T, flat.shape[-1]).index_copy(0, place, flat).view(B, T, -1)
-        if not in_order:
-            back = torch.argsort(order)
-            logits = logits.index_select(0, back)
-            alphas = alphas.index_select(0, back) if alphas is not None else None
+            alphas = flat.new_zeros(B * T, flat.shape[-1]).index_copy(0, batch.place, flat).view(B, T, -1)
+        if batch.back is not None:
+            logits = logits.index_select(0, batch.back)
+            alphas = alphas.index_select(0, batch.back) if alphas is not None else None
         return logits, alphas
 
     def _stepwise(self, memory: Memory, tgt_in: Tensor,
@@ -571,6 +565,43 @@ class Seq2Seq(nn.Module):
                 contexts.append(step.context)
             state, c = step.state, step.context
         return torch.cat(tops), (torch.cat(contexts) if contexts else None), (torch.cat(weights) if weights else None)
+
+
+def padding_mask(src: Tensor, lengths: Tensor) -> Tensor:
+    """(B, S) True where a real token is: position i < the sequence's length."""
+    return torch.arange(src.shape[1], device=src.device).unsqueeze(0) < lengths.to(src.device).unsqueeze(1)
+
+
+def stacked_rows(running: list[int] | tuple[int, ...], device: torch.device) -> tuple[Tensor, Tensor]:
+    """For each row of the (N, ·) stacks, the batch row and the step it belongs to: step t's rows
+    [0, running[t]) follow step t-1's. Row b at step t of a (B, W) layout is then rows * W + steps."""
+    rows = torch.cat([torch.arange(n, device=device) for n in running])
+    steps = torch.cat([torch.full((n,), t, device=device) for t, n in enumerate(running)])
+    return rows, steps
+
+
+class SortedBatch(NamedTuple):
+    """A teacher-forced batch with its rows longest target first (`by_target_length`)."""
+
+    memory: Memory  # the encoder's memory, rows in the sorted order
+    tgt_in: Tensor  # (B, T) decoder inputs, sorted
+    running: list[int]  # rows still running at each step (a prefix of the sorted rows)
+    place: Tensor  # (N,) where each stacked row goes in the (B * T, ·) outputs: row b at step t is b * T + t
+    back: Tensor | None  # the order back to the caller's rows; None when they were sorted already
+
+
+def by_target_length(memory: Memory, tgt_in: Tensor) -> SortedBatch:
+    """The batch sorted longest target first, with the rows running at each step and where they go."""
+    B, T = tgt_in.shape
+    steps = (tgt_in != PAD_ID).sum(1)  # (B,) decoder steps per row: <sos> and the target
+    order = torch.argsort(steps, descending=True, stable=True)
+    in_order = bool((order == torch.arange(B, device=order.device)).all())
+    if not in_order:
+        memory, tgt_in, steps = memory.select(order), tgt_in.index_select(0, order), steps.index_select(0, order)
+    running = (steps.unsqueeze(0) > torch.arange(T, device=steps.device).unsqueeze(1)).sum(1).tolist()
+    running = [n for n in running if n]
+    rows, at = stacked_rows(running, tgt_in.device)
+    return SortedBatch(memory, tgt_in, running, rows * T + at, None if in_order else torch.argsort(order))
 
 
 # torch's default generator is one per process, shared by every thread: each session's script and

@@ -22,6 +22,7 @@ from explorer.engine.devices import pick_device
 from explorer.training.distributed import World
 from explorer.errors import ExplorerError
 from explorer.engine.model import SEED_LOCK, ModelConfig, Seq2Seq, seeded_model
+from explorer.training.training_forward import TrainingForward
 from explorer.training.optim import Adam
 from explorer.data.tasks import Task, TaskSpec, argmax_hits, make_task
 from explorer.data.vocab import EOS_ID, PAD_ID, SOS_ID, Vocab
@@ -388,7 +389,8 @@ class Trainer:
         self.world = world if world is not None and world.size > 1 else None
         self.device = self.world.device if self.world is not None else pick_device(device)
         self.model = bundle.model
-        self._ddp: nn.Module | None = None  # DistributedDataParallel around the model, for a run of several ranks
+        self.forward_pass = TrainingForward(self.model)  # the fast path where it applies (training_forward.py)
+        self._ddp: nn.Module | None = None  # DistributedDataParallel around forward_pass, for a run of several ranks
         self.optimizer = Adam(self.model.parameters(), lr=cfg.lr)  # torch.optim.Adam's update (explorer/training/optim.py)
         self.rng = random.Random(cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)  # teacher-forcing coins, drawn on the CPU
@@ -505,15 +507,16 @@ class Trainer:
         return target is not None and self.batch_exact_match >= target and self.step - last >= TARGET_CHECK_GAP
 
     def _forward_model(self) -> nn.Module:
-        """What the training forward pass goes through: DDP around the model in a run of several ranks
-        (its gradient hooks average the ranks' gradients during backward), else the model itself."""
+        """What the training forward pass goes through: DDP around `forward_pass` in a run of several ranks
+        (DDP prepares its gradient reduction in the forward it wraps, and its hooks average the ranks'
+        gradients during backward), else `forward_pass` itself. Its parameters are the model's."""
         if self.world is None:
-            return self.model
+            return self.forward_pass
         if self._ddp is None:
             from torch.nn.parallel import DistributedDataParallel
             ids = [self.device.index] if self.device.type == "cuda" else None
             # The model is built from the same seed on every rank; DDP checks that and broadcasts rank 0's anyway.
-            self._ddp = DistributedDataParallel(self.model, device_ids=ids)
+            self._ddp = DistributedDataParallel(self.forward_pass, device_ids=ids)
         return self._ddp
 
     def train_step(self, pairs: Sequence[Pair]) -> float:

@@ -1,0 +1,40 @@
+"""The forward pass training calls: where explorer/engine/fused.py applies, its path; elsewhere the reference.
+
+`explorer/engine/model.py` is the article's equations as written; training chooses its fast path here, so
+that the reference stays readable and the choice is in one place. `TrainingForward` is an nn.Module whose only
+parameters are the Seq2Seq's (its state_dict is the model's under `model.`; checkpoints save the Seq2Seq
+itself): DistributedDataParallel wraps it, because DDP prepares its gradient reduction in the forward of
+the module it wraps, and this forward is the one the training step calls.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from explorer.engine import fused
+from explorer.engine.model import Seq2Seq
+
+
+class TrainingForward(nn.Module):
+    """`Seq2Seq.forward`'s logits and weights, through the fused path while autograd records.
+
+    Under autograd: the encoder through `fused.encode` (a GRU encoder as `GRUScan`, keys and values of the
+    real positions only) and, under full teacher forcing where `fused.applies` (a one-layer GRU decoder with
+    attention), the decoder steps as one `DecoderLoop`; other decoders run `Seq2Seq.decode_training`
+    (every step through `decode_step`). Without autograd it is the reference model itself.
+    """
+
+    def __init__(self, model: Seq2Seq) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor, teacher_forcing: float = 1.0,
+                generator: torch.Generator | None = None) -> tuple[Tensor, Tensor | None]:
+        model = self.model
+        if not torch.is_grad_enabled():
+            return model(src, lengths, tgt_in, teacher_forcing, generator)
+        memory = fused.encode(model, src, lengths)
+        if teacher_forcing >= 1.0 and fused.applies(model):
+            return fused.teacher_forced(model, memory, tgt_in)
+        return model.decode_training(memory, tgt_in, teacher_forcing, generator)
