@@ -17,8 +17,6 @@ from explorer.training.progress import ConsoleProgress, fmt_seconds
 if TYPE_CHECKING:  # torch is imported by the commands that need it (startup time)
     import torch
 
-ATTENTION_CHOICES = ("none", "dot", "scaled_dot", "additive")
-CELL_CHOICES = ("rnn", "gru", "lstm", "unshared")
 COUNTING = ("Steps and input positions count from 1, as in the app and its links: --mask 1 hides the first "
             "input symbol, --pin 2:1 puts all of step 2's attention on the first symbol, --force 1:a makes "
             "the first output token 'a', and the text trace prints steps from 1.")
@@ -71,13 +69,14 @@ def _parser() -> argparse.ArgumentParser:
                        f"{defaults.MIN_STEPS:,} and at most {defaults.MAX_STEPS:,} steps, and stops once validation "
                        f"token accuracy has not improved for {defaults.STOP_PATIENCE} evaluations.")
     source = t.add_mutually_exclusive_group(required=True)
-    source.add_argument("--task", choices=("copy", "reverse", "sort", "dates"), help="a toy task to train on")
+    source.add_argument("--task", choices=defaults.TASKS, help="a toy task to train on")
     source.add_argument("--data", help="a TSV file to train on: source<TAB>target[<TAB>attribution] per line")
     t.add_argument("--out", required=True, help="checkpoint path (.safetensors is added if missing); give the "
                                                 "same path to --checkpoint later")
     t.add_argument("--name", help="model name stored in the checkpoint (default: the file's stem)")
-    t.add_argument("--attention", choices=ATTENTION_CHOICES, default="dot", help="the score function")
-    t.add_argument("--cell", choices=CELL_CHOICES, default="gru", help="the recurrent cell")
+    toy = defaults.CLI_TOY
+    t.add_argument("--attention", choices=defaults.ATTENTIONS, default=toy["attention"], help="the score function")
+    t.add_argument("--cell", choices=defaults.CELLS, default=toy["cell"], help="the recurrent cell")
     t.add_argument("--min-len", type=int, default=defaults.TASK_LENGTHS["min_len"],
                    help="toy tasks: shortest input")
     t.add_argument("--max-len", type=int, default=defaults.TASK_LENGTHS["max_len"], help="toy tasks: longest input")
@@ -89,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
         t.add_argument(flag, type=int, default=None,
                        help=f"{what} (default: toy tasks {tm[key]}; translation {small[key]} below "
                             f"{defaults.SMALL_DATA_PAIRS:,} training pairs, else {large[key]})")
-    t.add_argument("--layers", type=int, default=1, help="recurrent layers in the encoder and the decoder")
+    t.add_argument("--layers", type=int, default=toy["layers"], help="recurrent layers in the encoder and the decoder")
     t.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=None,
                    help="bidirectional encoder (default: on for toy tasks and translation)")
     t.add_argument("--dropout", type=float, default=None,
@@ -107,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="pairs per step (default: " + both.format(td["batch_size"], tt["batch_size"]) + ")")
     t.add_argument("--lr", type=float, default=None,
                    help="peak learning rate of the cosine schedule (default: " + both.format(td["lr"], tt["lr"]) + ")")
-    t.add_argument("--clip", type=float, default=1.0, help="gradient norm clipping (0: off)")
+    t.add_argument("--clip", type=float, default=toy["clip"], help="gradient norm clipping (0: off)")
     t.add_argument("--plateau-patience", type=int, default=None,
                    help="halve the learning rate after N evaluations without a better validation token accuracy "
                         f"(0: off; default: toy tasks {td['plateau_patience']}, translation 0)")
@@ -117,9 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--curriculum", type=int, default=None,
                    help="toy tasks: over the first N steps the longest training input grows from --min-len to "
                         f"--max-len (0: off; default {td['curriculum']})")
-    t.add_argument("--teacher-forcing", type=float, default=1.0,
+    t.add_argument("--teacher-forcing", type=float, default=toy["teacher_forcing"],
                    help="share of decoder steps fed the true previous token instead of the model's guess")
-    t.add_argument("--seed", type=int, default=0, help="random seed (initial weights, batches, data split)")
+    t.add_argument("--seed", type=int, default=toy["seed"], help="random seed (initial weights, batches, data split)")
     t.add_argument("--target-accuracy", type=float, default=None,
                    help="stop once validation exact match reaches this (0-1; default: no target)")
     t.add_argument("--max-seconds", type=float, default=None, help="stop after this much training time "

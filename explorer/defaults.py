@@ -1,6 +1,9 @@
-"""Every default of a training run, in one place the CLI, the recipes and the Train page all read.
+"""The names a user picks (cells, score functions, tasks) and every default of a training run, in one place
+the CLI, the recipes, the model's config checks and the Train page all read.
 
-No torch here: `python -m explorer --help` shows these without importing it.
+No torch here: `python -m explorer --help` and the pages list these without importing it. The recipes per
+context (CLI toy, app toy, app TSV, CLI translation) are plain dicts at the end; where the app and the CLI
+differ, the reason is written next to the difference (tests/test_recipes_agree.py holds them to it).
 
 Toy tasks (endless fresh data): defaults that train a good model fast on 2 CPU cores (measured with
 `python -m explorer train --task reverse --target-accuracy 0.99 --threads 1`, seeds 0-2;
@@ -26,6 +29,16 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+# --- names ------------------------------------------------------------------------------------------
+# explorer/model.py checks a config against these, explorer/tasks.py builds the tasks: a new cell, score
+# function or task is added there and here.
+CELLS: tuple[str, ...] = ("rnn", "gru", "lstm", "unshared")
+ATTENTIONS: tuple[str, ...] = ("none", "dot", "scaled_dot", "additive")
+TASKS: tuple[str, ...] = ("copy", "reverse", "sort", "dates")
+# Deliberate: the Train page offers no "unshared" cell. The unshared RNN is the article's counter-example
+# (a W_t per position), taught on Learn with its own tiny models; the CLI can still train one.
+APP_CELLS: tuple[str, ...] = ("gru", "lstm", "rnn")
 
 # --- toy tasks ------------------------------------------------------------------------------------
 TASK_MODEL_DEFAULTS: dict[str, Any] = {"embed": 32, "hidden": 64, "attn_dim": 32, "bidirectional": True}
@@ -96,3 +109,29 @@ def undertrained(evals: list[dict[str, float]], reason: str) -> str | None:
                 f"({100 * last['train_exact']:.1f}%): the model knows its training pairs but not yet new ones. "
                 "Training longer can help; with few pairs, more data helps most.")
     return None
+
+
+# --- recipes per context ------------------------------------------------------------------------------
+# Plain dicts of ModelConfig and TrainConfig fields (and the data's own settings). None: set by the data
+# (translation: the run's length, its evaluation interval and its stop; the model's size comes from
+# translation_model).
+MODEL_FIELDS: tuple[str, ...] = ("cell", "attention", "layers", "embed", "hidden", "attn_dim", "bidirectional",
+                                 "dropout")
+_COMMON: dict[str, Any] = {"cell": "gru", "attention": "dot", "layers": 1, "clip": 1.0, "teacher_forcing": 1.0,
+                           "seed": 0, "target_accuracy": None, "max_seconds": None}
+
+CLI_TOY: dict[str, Any] = {**_COMMON, **TASK_LENGTHS, **TASK_MODEL_DEFAULTS, "dropout": 0.0, **TASK_TRAIN_DEFAULTS,
+                           "label_smoothing": 0.0, "stop_patience": 0}
+APP_TOY: dict[str, Any] = {
+    **CLI_TOY,
+    # Deliberate: the Train page stops a toy run at APP_TASK_TARGET after at most APP_TASK_STEPS (a live demo
+    # ends as soon as the model works); the CLI trains a fixed 800 steps with no target (docs/CLI.md).
+    "steps": APP_TASK_STEPS, "target_accuracy": APP_TASK_TARGET,
+    # Deliberate: the page evaluates about EVALUATIONS_PER_RUN times whatever steps the user picks (at most
+    # every TASK_TRAIN_DEFAULTS["eval_every"] steps): 400 steps, every 20.
+    "eval_every": eval_interval(APP_TASK_STEPS, TASK_TRAIN_DEFAULTS["eval_every"]),
+}
+CLI_TRANSLATION: dict[str, Any] = {**_COMMON, **TRANSLATION_DATA_DEFAULTS, **TRANSLATION_TRAIN_DEFAULTS,
+                                   "steps": None, "eval_every": None, "stop_patience": None, "epochs": None,
+                                   "plateau_patience": 0, "curriculum": 0}
+APP_TSV: dict[str, Any] = dict(CLI_TRANSLATION)

@@ -35,7 +35,7 @@ NEEDS_TORCH = {
     "explorer.app.pages.compare": "measures accuracy curves by running models (explorer.training.comparison)",
     "explorer.app.pages.train": "configures and starts training jobs (explorer.training.jobs, explorer.training.train)",
 }
-TORCH_FREE = ("explorer.record", "explorer.names", *FIGURES, *TORCH_FREE_PAGES)
+TORCH_FREE = ("explorer.record", "explorer.defaults", *FIGURES, *TORCH_FREE_PAGES)
 
 
 def loads_torch(module: str) -> bool:

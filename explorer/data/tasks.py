@@ -53,9 +53,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from explorer.defaults import TASKS
 from explorer.errors import ExplorerError
 
-TASK_NAMES: tuple[str, ...] = ("copy", "reverse", "sort", "dates")
+TASK_NAMES: tuple[str, ...] = TASKS  # explorer/defaults.py: the names without torch
 
 Alignment = tuple[frozenset[int], ...]
 

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from explorer.errors import ExplorerError
-from explorer.names import ATTENTIONS, CELLS
+from explorer.defaults import ATTENTIONS, CELLS
 from explorer.data.vocab import PAD_ID
 
 MAX_LENGTH = 4096  # longest max_src_len / max_tgt_len: a config from a file must not make decoding endless

@@ -145,23 +145,14 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
     (default: `args.device`, else auto), as one rank of `world` (None: alone)."""
     device = device if device is not None else getattr(args, "device", "auto")
     name = args.name or Path(args.out).name.removesuffix(".safetensors")
-    model_names = {"embed": "embed", "hidden": "hidden", "attn_dim": "attn_dim", "layers": "layers",
-                   "attention": "attention", "cell": "cell", "dropout": "dropout", "bidirectional": "bidirectional"}
-    train_names = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "clip": "clip",
-                   "plateau_patience": "plateau_patience", "curriculum": "curriculum",
-                   "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
-                   "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples",
-                   "label_smoothing": "label_smoothing", "stop_patience": "stop_patience"}
     if args.task:
-        model_options = _pick(args, MODEL_DEFAULTS, model_names)
-        cfg = TrainConfig(**_pick(args, TRAIN_DEFAULTS, train_names))
+        model_options, cfg = task_settings(args)
         spec = TaskSpec(args.task, args.min_len, args.max_len, args.alphabet)
         bundle, trainer, result = train_task(spec, name, model_options, cfg, on_step=on_step, on_eval=on_eval,
                                              device=device, world=world)
         trainer.close()
         return bundle, result
-    model_options = _pick(args, {}, model_names)
-    train_options = _pick(args, defaults.TRANSLATION_TRAIN_DEFAULTS, train_names)
+    model_options, train_options = translation_settings(args)
     extra = ()
     if args.extra_data:
         from explorer.data.corpus import load_tsv
@@ -183,6 +174,26 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
                        **({"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat}
                           if args.extra_data else {})}
     return bundle, result
+
+
+_MODEL_ARGS = {"embed": "embed", "hidden": "hidden", "attn_dim": "attn_dim", "layers": "layers",
+               "attention": "attention", "cell": "cell", "dropout": "dropout", "bidirectional": "bidirectional"}
+_TRAIN_ARGS = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "clip": "clip",
+               "plateau_patience": "plateau_patience", "curriculum": "curriculum",
+               "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
+               "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples",
+               "label_smoothing": "label_smoothing", "stop_patience": "stop_patience"}
+
+
+def task_settings(args: argparse.Namespace) -> tuple[dict[str, Any], TrainConfig]:
+    """The CLI's toy-task model options and training config: the given flags over the toy defaults."""
+    return _pick(args, MODEL_DEFAULTS, _MODEL_ARGS), TrainConfig(**_pick(args, TRAIN_DEFAULTS, _TRAIN_ARGS))
+
+
+def translation_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The CLI's translation model options (only those given: the data sizes the rest) and training options
+    (the given flags over the translation defaults; `translation_run` fills in what the data decides)."""
+    return _pick(args, {}, _MODEL_ARGS), _pick(args, defaults.TRANSLATION_TRAIN_DEFAULTS, _TRAIN_ARGS)
 
 
 def translation_run(options: dict[str, Any], pairs: int, epochs: float | None = None) -> dict[str, Any]:

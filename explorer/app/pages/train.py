@@ -19,42 +19,40 @@ from explorer.training import jobs
 from explorer.errors import ExplorerError
 from explorer.app.figures.attention import attention_heatmap
 from explorer.app.figures.training import accuracy_figure, alignment_figure, loss_figure
-from explorer.names import ATTENTIONS
-from explorer.app.pages import common
-from explorer.defaults import TASK_MODEL_DEFAULTS as MODEL_DEFAULTS
+from explorer.defaults import APP_CELLS, APP_TOY, APP_TSV, ATTENTIONS, TASKS
 from explorer.defaults import TASK_TRAIN_DEFAULTS as TRAIN_DEFAULTS
+from explorer.app.pages import common
 from explorer.checkpoints.registry import LRUCache, freeze
-from explorer.data.tasks import TASK_NAMES, TaskSpec, make_task
+from explorer.data.tasks import TaskSpec, make_task
 from explorer.training.train import TrainConfig
 
 TOY, TSV = "Toy task", "Translation (your TSV file)"
 NEW_MODEL = ""  # "Start from": a new model (else the name of a session model to train further)
 UNITS = {"auto": "as the data needs", "steps": "steps", "epochs": "epochs"}
-CELL_CHOICES = ("gru", "lstm", "rnn")
 REFRESH_SECONDS = 2.0  # the live panel's refresh while training (each refresh takes CPU from training)
 MAX_SCORED = 1000  # held-out pairs scored at most (greedy decoding of 1,000 short sentences: seconds on one core)
 LIMITS = jobs.LIMITS
 
-# Widget defaults per data source, from explorer/defaults.py (the CLI's too). Toy: the recipe's model with
-# a 400-step cosine schedule that stops at 99 % (defaults.APP_TASK_STEPS says why not the CLI's 800).
-# Translation: the run length comes from the data ("as the data needs"), the model size too (set when a
-# file is uploaded: defaults.translation_model).
-TOY_STEPS = defaults.APP_TASK_STEPS
+# Widget defaults per data source, from the app's recipes in explorer/defaults.py (where they differ from
+# the CLI's, the reason is written there). Toy: a 400-step cosine schedule that stops at 99 %. Translation:
+# the run length comes from the data ("as the data needs"), the model size too (the small model until a
+# file is uploaded, then defaults.translation_model for its pairs).
+TOY_STEPS = APP_TOY["steps"]
 _SMALL = defaults.SMALL_MODEL
 MODEL_SETTINGS = {
-    TOY: {"cell": "gru", "embed": MODEL_DEFAULTS["embed"], "hidden": MODEL_DEFAULTS["hidden"],
-          "attn_dim": MODEL_DEFAULTS["attn_dim"], "layers": 1, "bidirectional": MODEL_DEFAULTS["bidirectional"],
-          "attention": "dot"},
-    TSV: {"cell": "gru", "embed": _SMALL["embed"], "hidden": _SMALL["hidden"], "attn_dim": _SMALL["attn_dim"],
-          "layers": 1, "bidirectional": _SMALL["bidirectional"], "attention": "dot"},
+    TOY: {key: APP_TOY[key] for key in ("cell", "embed", "hidden", "attn_dim", "layers", "bidirectional", "attention")},
+    TSV: {"cell": APP_TSV["cell"], "embed": _SMALL["embed"], "hidden": _SMALL["hidden"], "attn_dim": _SMALL["attn_dim"],
+          "layers": APP_TSV["layers"], "bidirectional": _SMALL["bidirectional"], "attention": APP_TSV["attention"]},
 }
+# Page-only widgets: the run's unit, the steps shown when the unit is steps (a translation run's steps come
+# from the data until the user picks a number), epochs, and whether to stop at a target.
 TRAIN_SETTINGS = {
-    TOY: {"unit": "steps", "steps": TOY_STEPS, "epochs": 10.0, "batch": TRAIN_DEFAULTS["batch_size"],
-          "lr": TRAIN_DEFAULTS["lr"], "teacher_forcing": 1.0, "seed": 0, "use_target": True,
-          "target": 100 * defaults.APP_TASK_TARGET, "curriculum": True},
-    TSV: {"unit": "auto", "steps": 3000, "epochs": defaults.EPOCHS,
-          "batch": defaults.TRANSLATION_TRAIN_DEFAULTS["batch_size"], "lr": defaults.TRANSLATION_TRAIN_DEFAULTS["lr"],
-          "teacher_forcing": 1.0, "seed": 0, "use_target": False, "target": 90.0, "curriculum": False},
+    TOY: {"unit": "steps", "steps": TOY_STEPS, "epochs": 10.0, "batch": APP_TOY["batch_size"],
+          "lr": APP_TOY["lr"], "teacher_forcing": APP_TOY["teacher_forcing"], "seed": APP_TOY["seed"],
+          "use_target": True, "target": 100 * APP_TOY["target_accuracy"], "curriculum": APP_TOY["curriculum"] > 0},
+    TSV: {"unit": "auto", "steps": 3000, "epochs": defaults.EPOCHS, "batch": APP_TSV["batch_size"],
+          "lr": APP_TSV["lr"], "teacher_forcing": APP_TSV["teacher_forcing"], "seed": APP_TSV["seed"],
+          "use_target": False, "target": 90.0, "curriculum": False},
 }
 
 
@@ -146,19 +144,28 @@ def _fmt_seconds(seconds: float | None) -> str:
 
 def _settings() -> tuple[dict, TrainConfig, float | None]:
     """Model options, training config, and (translation, when asked) epochs from the settings."""
-    model_options = {"cell": setting("cell"), "embed": int(setting("embed")), "hidden": int(setting("hidden")),
-                     "attn_dim": int(setting("attn_dim")), "layers": int(setting("layers")),
-                     "bidirectional": bool(setting("bidirectional")), "attention": setting("attention")}
-    epochs = float(setting("epochs")) if _translation() and setting("unit") == "epochs" else None
-    steps = int(setting("steps"))
-    cfg = TrainConfig(steps=steps, batch_size=int(setting("batch")), lr=float(setting("lr")),
-                      teacher_forcing=float(setting("teacher_forcing")), seed=int(setting("seed")),
-                      target_accuracy=float(setting("target")) / 100 if setting("use_target") else None,
+    names = ("source", *MODEL_SETTINGS[TOY], *TRAIN_SETTINGS[TOY])
+    return train_settings({name: setting(name) for name in names}, _translation())
+
+
+def train_settings(values: dict, translation: bool) -> tuple[dict, TrainConfig, float | None]:
+    """Model options, training config and epochs (translation, when asked) from the widgets' `values`; the
+    rest from the app's recipe (defaults.APP_TOY or APP_TSV)."""
+    recipe = APP_TSV if translation else APP_TOY
+    model_options = {"cell": values["cell"], "embed": int(values["embed"]), "hidden": int(values["hidden"]),
+                     "attn_dim": int(values["attn_dim"]), "layers": int(values["layers"]),
+                     "bidirectional": bool(values["bidirectional"]), "attention": values["attention"]}
+    epochs = float(values["epochs"]) if translation and values["unit"] == "epochs" else None
+    steps = int(values["steps"])
+    toy = values["source"] == TOY
+    cfg = TrainConfig(steps=steps, batch_size=int(values["batch"]), lr=float(values["lr"]),
+                      teacher_forcing=float(values["teacher_forcing"]), seed=int(values["seed"]),
+                      target_accuracy=float(values["target"]) / 100 if values["use_target"] else None,
                       eval_every=jobs.eval_interval(steps, TRAIN_DEFAULTS["eval_every"]),
-                      eval_samples=TRAIN_DEFAULTS["eval_samples"],
-                      plateau_patience=TRAIN_DEFAULTS["plateau_patience"] if setting("source") == TOY else 0,
-                      curriculum=TRAIN_DEFAULTS["curriculum"] if setting("source") == TOY and setting("curriculum")
-                      else 0)
+                      eval_samples=recipe["eval_samples"], clip=recipe["clip"],
+                      label_smoothing=recipe["label_smoothing"],
+                      plateau_patience=APP_TOY["plateau_patience"] if toy else 0,
+                      curriculum=APP_TOY["curriculum"] if toy and values["curriculum"] else 0)
     return model_options, cfg, epochs
 
 
@@ -348,7 +355,7 @@ def _setup_panel(running: bool) -> None:
             st.text_input("Probe input", key="train_probe", disabled=running,
                           help="the input whose attention map is snapshotted as training goes")
         elif ss["train_source"] == TOY:
-            st.selectbox("Task", TASK_NAMES, key="train_task", disabled=running,
+            st.selectbox("Task", TASKS, key="train_task", disabled=running,
                          help="copy: the diagonal; reverse: the anti-diagonal; sort: jumps; dates: field jumps")
             if ss["train_task"] != "dates":
                 lo, hi = st.columns(2)
@@ -379,7 +386,7 @@ def _setup_panel(running: bool) -> None:
         if base is not None:
             st.caption(f"{base.title}: its architecture and vocabularies are kept.")
         a, b = st.columns(2)
-        a.selectbox("Cell", CELL_CHOICES, key="train_cell", disabled=fixed)
+        a.selectbox("Cell", APP_CELLS, key="train_cell", disabled=fixed)
         b.selectbox("Score function", ATTENTIONS, key="train_attention", disabled=fixed,
                     help="none = the plain encoder–decoder (one context vector, no attention)")
         a.number_input("Hidden size", 4, LIMITS.max_hidden, key="train_hidden", step=16, disabled=fixed)
