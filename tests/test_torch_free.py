@@ -28,6 +28,10 @@ TORCH_FREE_PAGES = ("explorer.app.pages.addresses", "explorer.app.pages.learn_te
 NEEDS_TORCH = {
     "explorer.app.pages.common": "loads shipped and session models (registry, checkpoint) for every page",
     "explorer.app.pages.explore": "builds traces and beam records through explorer.app.views",
+    "explorer.app.pages.explore_state": "reads requests and interventions from the URL through explorer.app.views",
+    "explorer.app.pages.explore_shared": "computes the trace of a request through explorer.app.views",
+    "explorer.app.pages.explore_panels": "reads step summaries and lookup tables through explorer.app.views",
+    "explorer.app.pages.explore_what_if": "redecodes with an intervention through explorer.app.views",
     "explorer.app.pages.beam_panel": "runs beam search through explorer.app.views",
     "explorer.app.pages.neighbours_panel": "decodes the neighbouring inputs (explorer.engine.neighbours)",
     "explorer.app.pages.score_twins": "scores twin models on shared inputs (explorer.engine.score_functions)",
@@ -35,7 +39,7 @@ NEEDS_TORCH = {
     "explorer.app.pages.compare": "measures accuracy curves by running models (explorer.training.comparison)",
     "explorer.app.pages.train": "configures and starts training jobs (explorer.training.jobs, explorer.training.train)",
 }
-TORCH_FREE = ("explorer.record", "explorer.defaults", *FIGURES, *TORCH_FREE_PAGES)
+TORCH_FREE = ("explorer.record", "explorer.defaults", "explorer.equations", *FIGURES, *TORCH_FREE_PAGES)
 
 
 def loads_torch(module: str) -> bool:

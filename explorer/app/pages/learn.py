@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.training import comparison
-
+from explorer import equations
 from explorer.app import lessons
+from explorer.training import comparison
 from explorer.errors import ExplorerError
 from explorer.app.figures import lessons as lfig
 from explorer.app.figures.compare import accuracy_by_length_figure
@@ -139,8 +139,7 @@ def _verdict(t: dict, bundle, tr) -> str:
 def section_sampling(t: dict, lang: str) -> None:
     st.header(t["s1"])
     st.markdown(t["s1_text"])
-    st.latex(r"t_i = \frac{i\,T}{N},\qquad A_i = f(t_i),\qquad "
-             r"\lim_{N\to\infty}\ \max_{t\in[0,T]}\ \bigl|\,f(t) - A_{\lfloor tN/T\rfloor}\bigr| = 0")
+    st.latex(equations.sampling())
     left, right = st.columns([2, 3])
     signal = left.radio(t["s1_signal"], list(lessons.SIGNALS), key=_localized_key("signal", lang), horizontal=True,
                         format_func=lambda s: t[f"signal_{s}"])
@@ -171,20 +170,10 @@ def section_rnn(t: dict, lang: str) -> None:
         common.show_problem(exc)
         return
     if unit.cell == "rnn":
-        st.latex(r"\begin{gathered}\boldsymbol h_t = \sigma\!\left(W\begin{bmatrix}\boldsymbol h_{t-1}\\ "
-                 r"\boldsymbol x_t\end{bmatrix} + \boldsymbol b\right),\qquad \sigma = \tanh,\\ "
-                 r"W = [\,W_{hh}\;\; W_{ih}\,] \in \mathbb{R}^{H\times(H+E)},\quad H=%d,\ E=%d\end{gathered}"
-                 % (unit.hidden, unit.embed))
+        st.latex(equations.rnn_unit(unit.hidden, unit.embed))
     else:
         st.markdown(t["s2_gru_text"])
-        st.latex(r"\begin{aligned}"
-                 r"\boldsymbol r_t &= \sigma(W_{ir}\boldsymbol x_t + W_{hr}\boldsymbol h_{t-1} + \boldsymbol b_r)\\"
-                 r"\boldsymbol z_t &= \sigma(W_{iz}\boldsymbol x_t + W_{hz}\boldsymbol h_{t-1} + \boldsymbol b_z)\\"
-                 r"\boldsymbol n_t &= \tanh\bigl(W_{in}\boldsymbol x_t + \boldsymbol b_{in} + \boldsymbol r_t \odot"
-                 r"(W_{hn}\boldsymbol h_{t-1} + \boldsymbol b_{hn})\bigr)\\"
-                 r"\boldsymbol h_t &= (1-\boldsymbol z_t)\odot \boldsymbol n_t"
-                 r" + \boldsymbol z_t \odot \boldsymbol h_{t-1}"
-                 r"\end{aligned}")
+        st.latex(equations.gru_unit())
     step = _step_slider(t["time_step"], "learn_rnn_step", len(unit.steps))
     u = unit.steps[step - 1]
     k = min(VECTOR_COMPONENTS, unit.hidden)
@@ -192,13 +181,15 @@ def section_rnn(t: dict, lang: str) -> None:
     if unit.cell == "rnn":
         labels = t["s2_rows_rnn"]
         rows = {labels[0]: cut(u.h_prev), labels[1]: cut(u.x), labels[2]: cut(u.parts["pre"]), labels[3]: cut(u.h)}
-        st.markdown(t["s2_numbers"].format(t=u.t, token=u.token, pre=u.parts["pre"][0], h=u.h[0]))
+        pre = f"{u.parts['pre'][0]:.4f}"
+        st.markdown(t["s2_numbers"].format(t=u.t, token=u.token, input_eq=equations.rnn_unit_input(pre),
+                                           state_eq=equations.rnn_unit_output(pre, f"{u.h[0]:.4f}")))
     else:
         labels = t["s2_rows_gru"]
         rows = {labels[0]: cut(u.h_prev), labels[1]: cut(u.x), labels[2]: cut(u.parts["r"]),
                 labels[3]: cut(u.parts["z"]), labels[4]: cut(u.parts["n"]), labels[5]: cut(u.h)}
         st.markdown(t["s2_numbers_gru"].format(t=u.t, token=u.token, r=u.parts["r"][0], z=u.parts["z"][0],
-                                               n=u.parts["n"][0], h=u.h[0]))
+                                               n=u.parts["n"][0], state_eq=equations.gru_unit_output(f"{u.h[0]:.4f}")))
     last = list(rows)[-1]
     common.chart(st, lfig.vectors_figure(rows, highlight=last, x_title=t["s2_component"], max_abs=1.0),
                     key="learn_fig_rnn", config=plotly_config("rnn"))
@@ -219,12 +210,9 @@ def section_rnn(t: dict, lang: str) -> None:
 def section_sharing(t: dict, lang: str) -> None:
     st.header(t["s3"])
     st.markdown(t["s3_text"])
-    st.latex(t["s3_latex_unshared"] + r"\boldsymbol h_t = \sigma\!\left(W_t[\boldsymbol h_{t-1}; \boldsymbol x_t] + "
-             r"\boldsymbol b_t\right),\ t = 1..m \;\Rightarrow\; m\,\bigl(H(H+E)+H\bigr)"
-             + t["s3_latex_unshared_count"])
+    st.latex(t["s3_latex_unshared"] + equations.unshared_rnn() + t["s3_latex_unshared_count"])
     st.markdown(t["s3_fix"])
-    st.latex(t["s3_latex_shared"] + r"W_t = W,\ \boldsymbol b_t = \boldsymbol b\ \ \forall t \;\Rightarrow\; "
-             r"H(H+E)+H" + t["s3_latex_shared_count"])
+    st.latex(t["s3_latex_shared"] + equations.shared_rnn() + t["s3_latex_shared_count"])
     a, b, c = st.columns(3)
     H = a.number_input(t["s3_hidden"], 1, 1024, 128, key="learn_share_hidden")
     E = b.number_input(t["s3_embed"], 1, 1024, 32, key="learn_share_embed")
@@ -266,9 +254,7 @@ def section_sharing(t: dict, lang: str) -> None:
 def section_encoder_decoder(t: dict, lang: str) -> None:
     st.header(t["s4"])
     st.markdown(t["s4_text"])
-    st.latex(r"\boldsymbol s_0 = \boldsymbol h_m,\qquad y_0 = \langle\mathrm{sos}\rangle,\qquad "
-             r"\boldsymbol s_t = f(\boldsymbol s_{t-1}, y_{t-1}),\qquad "
-             r"\hat{\boldsymbol y}_t = \mathrm{softmax}(U\boldsymbol s_t + \boldsymbol b_U)")
+    st.latex(equations.plain_decoder())
     plain = _names(lambda b: b.model.cfg.attention == "none")
     others = [n for n in _names(lambda b: b.model.cfg.attention != "none") if n not in plain]
     options = plain + others + [LESSON_RNN]
@@ -340,7 +326,7 @@ def section_bottleneck(t: dict, lang: str) -> None:
     hidden = "/".join(sorted({str(b.model.cfg.hidden) for b in bundles}))
     params = ", ".join(f"{n} {b.parameter_count:,}" for n, b in zip(names, bundles))  # computed, never claimed
     st.markdown(t["s5_text"].format(lo=lo, hi=hi, hidden=hidden, params=params, samples=comparison.CURVE_SAMPLES))
-    st.latex(r"\boldsymbol c = \boldsymbol h_m \in \mathbb{R}^{H}" + t["s5_latex"])
+    st.latex(equations.encoder_summary() + t["s5_latex"])
     common.chart(st, accuracy_by_length_figure(curves, "exact_match", x_title=t["s5_x"], y_title=t["s5_y"],
                                               trained_label=t["s5_trained"]),
                     key="learn_fig_bottleneck", config=plotly_config("bottleneck"))
@@ -355,20 +341,9 @@ def section_bottleneck(t: dict, lang: str) -> None:
 def section_attention(t: dict, lang: str) -> None:
     st.header(t["s6"])
     st.markdown(t["s6_text"])
-    st.markdown(t["s6_steps"])
-    st.latex(r"\begin{aligned}"
-             r"&1.\ \ \boldsymbol s_t = f\bigl(\boldsymbol s_{t-1}, [\boldsymbol y_{t-1}; \boldsymbol c_{t-1}]\bigr),"
-             r"\quad \boldsymbol c_0 = \boldsymbol 0\\"
-             r"&2.\ \ \boldsymbol q_t = \mathrm{Query}(\boldsymbol s_t),"
-             r"\quad \boldsymbol k_i = \mathrm{Key}(\boldsymbol h_i),"
-             r"\quad \boldsymbol v_i = \mathrm{Value}(\boldsymbol h_i)\\"
-             r"&3.\ \ e_{ti} = \boldsymbol q_t\cdot\boldsymbol k_i,"
-             r"\quad \boldsymbol\alpha_t = \mathrm{softmax}(\boldsymbol e_t),"
-             r"\quad \boldsymbol c_t = \textstyle\sum_i \alpha_{ti}\boldsymbol v_i"
-             r" = \mathbb{E}_{i\sim\boldsymbol\alpha_t}[\boldsymbol v_i]\\"
-             r"&4.\ \ \hat{\boldsymbol y}_t = \mathrm{softmax}\bigl(U[\boldsymbol s_t; \boldsymbol c_t]"
-             r" + \boldsymbol b_U\bigr)"
-             r"\end{aligned}")
+    st.markdown(t["s6_steps"].format(query_eq=equations.query(), key_eq=equations.key(),
+                                      value_eq=equations.value()))
+    st.latex(equations.four_steps())
     st.markdown(t["s6_db"])
     options = _names(lambda b: b.model.cfg.attention != "none") + [LESSON_RNN]
     default = "reverse" if "reverse" in options else options[0]
@@ -384,20 +359,20 @@ def section_attention(t: dict, lang: str) -> None:
     step = _step_slider(t["output_step"], "learn_attn_step", tr.steps)
     lk = lessons.lookup(tr, step - 1)
     if lk.attention == "scaled_dot":
-        st.latex(r"e_{ti} = \boldsymbol q_t\cdot\boldsymbol k_i / \sqrt{D}")
+        st.latex(equations.score("scaled_dot", bold=True))
     elif lk.attention == "additive":
-        st.latex(r"e_{ti} = \boldsymbol w^\top \tanh(\boldsymbol q_t + \boldsymbol k_i)\quad\text{(Bahdanau)}")
+        st.latex(equations.score("additive", bold=True) + r"\quad\text{(Bahdanau)}")
     best = max(lk.records, key=lambda r: r.weight)
     others = ", ".join(f"{tok} {p:.3f}" for tok, p in lk.top if tok != lk.chosen) or "—"
     st.markdown("\n\n".join([
         t["s6_step1"].format(fed=lk.fed, H=lk.s.size, s=lessons.short(lk.s, 6, 3)),
         t["s6_step2"].format(q=lessons.short(lk.query, 6, 3), D=lk.query.size),
-        t["s6_step3"].format(i=best.i + 1, token=best.token, e=best.score, a=best.weight),
+        t["s6_step3"].format(i=best.i + 1, token=best.token, e=best.score, weight_eq=equations.weight_value(
+            "t", best.i + 1, f"{best.score:.3f}", f"{best.weight:.4f}")),
         t["s6_step4"].format(chosen=lk.chosen, p=dict(lk.top).get(lk.chosen, float("nan")), others=others),
     ]))
     terms = sorted(lk.records, key=lambda r: -r.weight)[:3]
-    st.latex(r"\boldsymbol c_t = " + " + ".join(f"{r.weight:.3f}\\,\\boldsymbol v_{{{r.i + 1}}}" for r in terms)
-             + (r" + \dots" if len(lk.records) > 3 else ""))
+    st.latex(equations.context_terms([(r.weight, r.i + 1) for r in terms], more=len(lk.records) > 3))
     st.subheader(t["s6_table"])
     frame = pd.DataFrame({
         t["col_record"]: [r.i + 1 for r in lk.records],
@@ -411,7 +386,7 @@ def section_attention(t: dict, lang: str) -> None:
     number = st.column_config.NumberColumn(format="%.4f")
     st.dataframe(frame, hide_index=True, key="learn_lookup_table",
                  column_config={t["col_score"]: number, t["col_weight"]: number})
-    st.markdown(t["s6_context"].format(c=lessons.short(lk.context, 6, 3)))
+    st.markdown(t["s6_context"].format(context_eq=equations.context(), c=lessons.short(lk.context, 6, 3)))
     score = t["s6_score_check"].format(e=lk.score_check) if lk.score_check is not None else ""
     st.caption(t["s6_check"].format(ctx=lk.context_check, score=score, total=sum(r.weight for r in lk.records)))
     left, right = st.columns([2, 3])

@@ -86,11 +86,10 @@ TEXT: dict[str, dict] = {
             'h<sub>t</sub>',
         ],
         "s2_numbers": (
-            'Step $t = {t}$ reads **{token}**. First component: $(W[h_{{t-1}}; x_t] + b)_1 = {pre:.4f}$, '
-            'so $h_{{t,1}} = \\tanh({pre:.4f}) = \\mathbf{{{h:.4f}}}$.'),
+            'Step $t = {t}$ reads **{token}**. First component: ${input_eq}$, so ${state_eq}$.'),
         "s2_numbers_gru": (
             'Step $t = {t}$ reads **{token}**. First component: $r_1 = {r:.4f}$, $z_1 = {z:.4f}$, $n_1 '
-            '= {n:.4f}$, so $h_{{t,1}} = (1 - z_1)\\,n_1 + z_1\\,h_{{t-1,1}} = \\mathbf{{{h:.4f}}}$.'),
+            '= {n:.4f}$, so ${state_eq}$.'),
         "s2_check": (
             "Computed by hand (numpy, float64) from the weights, compared with PyTorch's own `{module}` "
             'module on the same input: the largest difference over all {m} steps is **{diff:.1e}**.'),
@@ -195,9 +194,9 @@ TEXT: dict[str, dict] = {
             '— so the answer is probabilistic. At output step $t$:'),
         "s6_steps": (
             '1. **update the state** $s_t$ from the previous output and the previous context;\n2. form '
-            'the **query** $q_t = \\mathrm{Query}(s_t)$ — what the decoder is looking for; every encoder '
-            'state has a **key** $k_i = \\mathrm{Key}(h_i)$ — a summary of what it holds — and a **value** '
-            '$v_i = \\mathrm{Value}(h_i)$ — what it hands over;\n3. **score** every key against the query, '
+            'the **query** ${query_eq}$ — what the decoder is looking for; every encoder '
+            'state has a **key** ${key_eq}$ — a summary of what it holds — and a **value** '
+            '${value_eq}$ — what it hands over;\n3. **score** every key against the query, '
             'turn the scores into probabilities with softmax, and take the expected value: the context '
             '$c_t$;\n4. **predict** $\\hat y_t$ from the state and the context.'),
         "s6_db": (
@@ -208,7 +207,7 @@ TEXT: dict[str, dict] = {
         "s6_step2": 'Step 2 — query: $q_t$ = {q} ({D} numbers)',
         "s6_step3": (
             'Step 3 — the record with the highest score is $i = {i}$ (“{token}”): $e_{{t{i}}} = {e:.3f}$, '
-            'so $\\alpha_{{t{i}}} = e^{{{e:.3f}}} / \\sum_j e^{{e_{{tj}}}} = \\mathbf{{{a:.4f}}}$.'),
+            'so ${weight_eq}$.'),
         "s6_step4": 'Step 4 — prediction: $\\hat y_t$ = **{chosen}** (p = {p:.4f}); next best: {others}',
         "s6_table": 'The lookup table at step t',
         "col_record": 'record i',
@@ -218,7 +217,7 @@ TEXT: dict[str, dict] = {
         "col_weight": 'weight αₜᵢ',
         "col_value": 'value vᵢ',
         "col_true": 'true position',
-        "s6_context": 'Context $c_t = \\sum_i \\alpha_{{ti}} v_i$ = {c}',
+        "s6_context": 'Context ${context_eq}$ = {c}',
         "s6_check": (
             "Checks on the model's own numbers: max |c_t − Σ_i α_ti v_i| = {ctx:.1e}{score}; the weights "
             'sum to {total:.6f}.'),
@@ -313,11 +312,10 @@ TEXT: dict[str, dict] = {
             'h<sub>t</sub>',
         ],
         "s2_numbers": (
-            '第 $t = {t}$ 步读入 **{token}**。第一个分量：$(W[h_{{t-1}}; x_t] + b)_1 = {pre:.4f}$，因此 '
-            '$h_{{t,1}} = \\tanh({pre:.4f}) = \\mathbf{{{h:.4f}}}$。'),
+            '第 $t = {t}$ 步读入 **{token}**。第一个分量：${input_eq}$，因此 ${state_eq}$。'),
         "s2_numbers_gru": (
             '第 $t = {t}$ 步读入 **{token}**。第一个分量：$r_1 = {r:.4f}$，$z_1 = {z:.4f}$，$n_1 = {n:.4f}$，'
-            '因此 $h_{{t,1}} = (1 - z_1)\\,n_1 + z_1\\,h_{{t-1,1}} = \\mathbf{{{h:.4f}}}$。'),
+            '因此 ${state_eq}$。'),
         "s2_check": (
             '用模型权重手工计算（numpy，float64），再与 PyTorch 自带的 `{module}` 模块在同一输入上的结果比较：'
             '全部 {m} 个时间步中的最大差异为 **{diff:.1e}**。'),
@@ -414,9 +412,9 @@ TEXT: dict[str, dict] = {
             '它要决定看哪里、找到后如何综合理解，而这些都带有不确定性——所以用概率来建模。在输出时间步 '
             '$t$：'),
         "s6_steps": (
-            '1. 由上一步的输出和上一步的参考向量**更新解码器隐藏状态** $s_t$；\n2. 生成**查询** $q_t = '
-            '\\mathrm{Query}(s_t)$——解码器想补充什么信息；每个编码器状态有一个**键** $k_i = \\mathrm{Key}(h_i)$——它所含信息的摘要，'
-            '和一个**值** $v_i = \\mathrm{Value}(h_i)$——它能提供的内容；\n3. 把每个键与查询做内积得到**得分**，'
+            '1. 由上一步的输出和上一步的参考向量**更新解码器隐藏状态** $s_t$；\n2. 生成**查询** ${query_eq}$'
+            '——解码器想补充什么信息；每个编码器状态有一个**键** ${key_eq}$——它所含信息的摘要，'
+            '和一个**值** ${value_eq}$——它能提供的内容；\n3. 把每个键与查询做内积得到**得分**，'
             '用 softmax 变成概率，再求值的期望：参考向量 $c_t$；\n4. 由隐藏状态和参考向量**生成预测** '
             '$\\hat y_t$。'),
         "s6_db": (
@@ -425,8 +423,8 @@ TEXT: dict[str, dict] = {
         "s6_step1": '第 1 步——隐藏状态：输入 $y_{{t-1}}$ = **{fed}**；$s_t$ 有 {H} 个数，前几个：{s}',
         "s6_step2": '第 2 步——查询：$q_t$ = {q}（{D} 个数）',
         "s6_step3": (
-            '第 3 步——得分最高的记录是 $i = {i}$（“{token}”）：$e_{{t{i}}} = {e:.3f}$，因此 $\\alpha_{{t{i}}} '
-            '= e^{{{e:.3f}}} / \\sum_j e^{{e_{{tj}}}} = \\mathbf{{{a:.4f}}}$。'),
+            '第 3 步——得分最高的记录是 $i = {i}$（“{token}”）：$e_{{t{i}}} = {e:.3f}$，因此 '
+            '${weight_eq}$。'),
         "s6_step4": '第 4 步——预测：$\\hat y_t$ = **{chosen}**（p = {p:.4f}）；其次：{others}',
         "s6_table": '第 t 步的检索表',
         "col_record": '记录 i',
@@ -436,7 +434,7 @@ TEXT: dict[str, dict] = {
         "col_weight": '权重 αₜᵢ',
         "col_value": '值 vᵢ',
         "col_true": '正确位置',
-        "s6_context": '参考向量 $c_t = \\sum_i \\alpha_{{ti}} v_i$ = {c}',
+        "s6_context": '参考向量 ${context_eq}$ = {c}',
         "s6_check": '用模型自己的数字核对：max |c_t − Σ_i α_ti v_i| = {ctx:.1e}{score}；权重之和为 {total:.6f}。',
         "s6_score_check": '；max |e_t − K q_t| = {e:.1e}',
         "s6_weights_y": '权重 α<sub>ti</sub>',

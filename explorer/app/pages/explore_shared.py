@@ -1,0 +1,87 @@
+"""What the Explore page's parts share: the trace of a request (cached), figures drawn with their downloads
+(cached per step), markdown escaping of user and model text, and a guard that turns a failing section into
+a message."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import streamlit as st
+
+from explorer.app import views
+from explorer.engine import lengths
+from explorer.errors import ExplorerError
+from explorer.app.figures.style import figure_html, plotly_config
+from explorer.app.pages import beam_panel, common
+from explorer.app.pages.explore_state import K
+from explorer.record import Trace
+from explorer.checkpoints.registry import LRUCache
+
+
+def candidates(request: views.Request) -> list:
+    return list(beam_panel.record(request).candidates)
+
+
+def trace_for(request: views.Request) -> Trace:
+    if request.mode == "greedy":
+        return common.cached_trace(request.model, request.text, request.intervention)
+    if request.mode == "teacher":
+        if not request.target.strip():
+            raise ExplorerError("teacher-forced mode needs a target: type the output to force")
+        return common.cached_trace(request.model, request.text, request.intervention, request.target)
+    record = beam_panel.record(request)
+    key = ("explore-trace", common.model_key(request.model), request)
+    return common.cached(key, lambda: views.request_trace(common.get_model(request.model), request, record=record))
+
+
+def _figure(request: views.Request, name: str, step: int | None, build: Callable[[], Any]):
+    """A figure built once per (model version, request, figure, step): revisiting a step costs nothing."""
+    if K + "figures" not in st.session_state:
+        st.session_state[K + "figures"] = LRUCache(160)
+    key = (common.model_key(request.model), request, name, step)
+    return st.session_state[K + "figures"].get_or_compute(key, build)
+
+
+def chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
+    """A figure with a PNG camera (the modebar) and an HTML download (self-contained, offline).
+
+    `fig` may be a builder (no arguments); with `cache=(request, step)` it is built once per step."""
+    if callable(fig):
+        fig = _figure(cache[0], name, cache[1], fig) if cache is not None else fig()
+    # theme=None: our projector-sized fonts, not Streamlit's chart theme.
+    event = common.chart(st, fig, key=key, config=plotly_config(name), **kwargs)
+    st.download_button("HTML", icon=":material/download:", data=lambda: figure_html(fig), file_name=f"{name}.html",
+                       mime="text/html", key=key + "_html", on_click="ignore", type="tertiary",
+                       help="Download this figure as an interactive HTML page (PNG: the camera icon on the chart)")
+    return event
+
+
+def md(text: str) -> str:
+    """User or model text shown inside markdown, its markup characters escaped."""
+    return "".join("\\" + ch if ch in "\\`*_{}[]<>()#+-.!|~$" else ch for ch in text)
+
+
+def tok(token: str) -> str:
+    """A token in markdown: a space shows as ␣."""
+    return "␣" if token == " " else md(token)
+
+
+def format_seconds(ms: float) -> str:
+    return f"{ms:.0f} ms" if ms >= 1 else f"{ms:.2f} ms"
+
+
+def guarded(section: Callable[..., None], *args: Any) -> None:
+    """Draw one section; a failure in it is a message, and the rest of the page still draws."""
+    try:
+        section(*args)
+    except Exception as exc:  # st.rerun/st.stop are BaseExceptions and pass through
+        common.show_problem(exc)
+
+
+def cut_note(bundle, request: views.Request, tr: Trace, caption: bool = False) -> None:
+    """Say so when decoding stopped at its length cap (explorer/engine/lengths.py) rather than at <eos>."""
+    note = None if request.mode == "teacher" else lengths.cut_note(bundle, len(tr.source_tokens), tr.output_tokens)
+    if note and caption:
+        st.caption(note)
+    elif note:
+        st.warning(note, icon=":material/content_cut:")
