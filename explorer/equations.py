@@ -251,6 +251,14 @@ def output_title(t: int) -> str:
     return f"ŷ{sub(t)}"
 
 
+SCORE_TITLES = {"dot": "e = q·k", "scaled_dot": "e = q·k/√D", "additive": "e = wᵀtanh(q+k)"}
+
+
+def score_title(kind: str) -> str:
+    """A score function's formula in Unicode (e = q·k, ...); "" for none."""
+    return SCORE_TITLES.get(kind, "")
+
+
 def temperature_title() -> str:
     """α = softmax(e / τ): the weights under a softmax temperature τ."""
     return "α = softmax(e / τ)"

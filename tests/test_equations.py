@@ -75,6 +75,7 @@ def test_the_templates_state_the_articles_equations():
     assert eq.state_update(2) == r"s_{2} = f\big(s_{1},\,[\,y_{1};\,c_{1}\,]\big)"
     assert eq.output(2, attention=False) == r"\hat y_{2} = \mathrm{softmax}\big(U\,s_{2} + b_{U}\big)"
     assert eq.context_title(12) == "c₁₂ = Σᵢ α₁₂ᵢ vᵢ"
+    assert eq.score_title("additive") == "e = wᵀtanh(q+k)" and eq.score_title("none") == ""
 
 
 def test_a_token_is_escaped_for_latex_text():

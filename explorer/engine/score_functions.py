@@ -21,11 +21,12 @@ from explorer.engine.bundle import ModelBundle
 from explorer.engine.decoding import batch_sources, decode
 from explorer.engine.lengths import output_caps
 from explorer.engine.devices import model_device
+from explorer.equations import score_title
 from explorer.errors import ExplorerError
 
 ORDER = ("dot", "scaled_dot", "additive", "none")  # how the twins are listed
-LABELS = {"dot": "dot  e = q·k", "scaled_dot": "scaled dot  e = q·k/√D", "additive": "additive  e = wᵀtanh(q+k)",
-          "none": "none (no attention)"}
+LABELS = {"dot": f"dot  {score_title('dot')}", "scaled_dot": f"scaled dot  {score_title('scaled_dot')}",
+          "additive": f"additive  {score_title('additive')}", "none": "none (no attention)"}
 SAMPLES = 200
 SEED = 12345
 
