@@ -150,8 +150,9 @@ def spy_on_steps(monkeypatch, model: Seq2Seq) -> dict[str, torch.device]:
     return seen
 
 
-def spy_on_forward(monkeypatch, model: Seq2Seq) -> list[torch.device]:
-    """Record the device of the batch a training (or validation-loss) pass gets."""
+def spy_on_forward(monkeypatch, model: torch.nn.Module) -> list[torch.device]:
+    """Record the device of the batch a training pass (the trainer's `forward_pass`) or a validation-loss
+    pass (the model) gets."""
     seen: list[torch.device] = []
 
     def forward(src, lengths, tgt_in, *args):
@@ -209,7 +210,7 @@ def test_a_run_trains_on_its_device_and_leaves_the_model_on_the_cpu(monkeypatch)
     trainer.device = META
     moves: list[torch.device] = []
     monkeypatch.setattr(bundle.model, "to", lambda device: moves.append(torch.device(device)) or bundle.model)
-    seen = spy_on_forward(monkeypatch, bundle.model)
+    seen = spy_on_forward(monkeypatch, trainer.forward_pass)
     with pytest.raises(Reached):
         trainer.run()
     assert seen == [META] * 3, "the batch went to the trainer's device"
