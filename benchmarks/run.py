@@ -658,7 +658,9 @@ def run_all(args: argparse.Namespace) -> dict:
     from explorer.training.recipes import auto_threads
     from explorer.training.distributed import processes_wanted
     threads = args.threads or auto_threads()  # decided once, so both sides and every run use the same
-    processes = processes_wanted(args.processes)  # ours, as `explorer train` decides it (the reference: one)
+    from explorer.training.recipes import MODEL_DEFAULTS
+    # ours, as `explorer train` decides it for the toy defaults (the reference: one)
+    processes = processes_wanted(args.processes, hidden=MODEL_DEFAULTS["hidden"])
     base = {"threads": threads}
     budgets = {"ours_short": 60.0, "ref_short": 60.0 if quick else 150.0,
                "ours_long": 60.0 if quick else 120.0, "ref_long": 60.0 if quick else 180.0}

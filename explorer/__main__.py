@@ -154,8 +154,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="torch CPU threads per training process (default: the idle cores over the processes)")
     t.add_argument("--processes", type=int, default=None,
                    help="training processes on this machine's CPU (torch.distributed, gloo): each takes a share of "
-                        "every batch (default: 2 where this process may use two cores; 1 gives the single-process "
-                        "float sums). Under torchrun, its --nproc-per-node and --nnodes set them instead")
+                        "every batch (default: 2 where this process may use two cores and the hidden size is "
+                        f"{defaults.DDP_MIN_HIDDEN} or more, else 1: smaller models train faster in one; 1 gives the "
+                        "single-process float sums). Under torchrun, its --nproc-per-node and --nnodes set them instead")
     t.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="where to train (auto: a CUDA GPU when torch sees one, else the CPU; "
                         "the EXPLORER_DEVICE environment variable sets what auto picks)")
@@ -256,7 +257,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise
         finally:
             distributed.leave()
-    processes = distributed.processes_wanted(args.processes if device.type == "cpu" else args.processes or 1)
+    hidden = args.hidden or (defaults.TASK_MODEL_DEFAULTS["hidden"] if args.task else None)  # translation: >= 128
+    processes = distributed.processes_wanted(args.processes if device.type == "cpu" else args.processes or 1,
+                                             hidden=hidden)
     if args.processes is None and not distributed.can_fork():
         processes = 1  # the default where this process cannot fork ranks (main() called from a threaded program)
     if processes > 1 and device.type != "cpu":

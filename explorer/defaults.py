@@ -49,6 +49,8 @@ TASK_LENGTHS: dict[str, Any] = {"min_len": 5, "max_len": 15, "alphabet": "012345
 # works; with the stop, 400 steps are enough for reverse 5-15 (99% at step 225-325, seeds 0-2). The CLI has
 # no target by default (a script wants a fixed amount of work) and trains the 800 steps lengths 20-30 need.
 APP_TASK_STEPS = 400
+# Below this hidden size a run trains in one process unless told otherwise (distributed.processes_wanted says why).
+DDP_MIN_HIDDEN = 128
 APP_TASK_TARGET = 0.99
 
 # --- translation (your own TSV) -------------------------------------------------------------------

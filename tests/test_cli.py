@@ -458,7 +458,7 @@ def test_default_processes_fall_back_to_one_where_ranks_cannot_be_forked(tmp_pat
     monkeypatch.setattr(distributed, "can_fork", lambda: False)
     monkeypatch.setattr(distributed, "usable_cores", lambda: 2)
     out = tmp_path / "rev"
-    assert main(["train", "--task", "reverse", "--min-len", "2", "--max-len", "4", "--steps", "3",
+    assert main(["train", "--task", "reverse", "--min-len", "2", "--max-len", "4", "--steps", "3", "--hidden", "128",
                  "--eval-every", "3", "--quiet", "--out", str(out)]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["processes"] == 1
     assert main(["train", "--task", "reverse", "--steps", "3", "--processes", "2", "--quiet",
@@ -509,3 +509,18 @@ def test_output_cut_short_by_its_reader_is_not_an_error():
     proc.stdout.close()  # the reader goes away after its first line, as `head -1` does
     err = proc.stderr.read().decode()
     assert proc.wait(120) == 0 and err == "", err
+
+
+def test_a_toy_model_below_the_ddp_size_trains_in_one_process_by_default(tmp_path, monkeypatch, capsys):
+    """On two cores, the toy defaults (GRU 64) train in one process: two ranks are slower at that size."""
+    from explorer.training import distributed
+    from explorer.__main__ import main
+    monkeypatch.setattr(distributed, "can_fork", lambda: True)
+    monkeypatch.setattr(distributed, "usable_cores", lambda: 2)
+    forked: list[int] = []
+    real = distributed.run_ranks
+    monkeypatch.setattr(distributed, "run_ranks", lambda n, *a: forked.append(n) or real(1, *a))
+    assert main(["train", "--task", "reverse", "--min-len", "2", "--max-len", "4", "--steps", "3",
+                 "--eval-every", "3", "--quiet", "--out", str(tmp_path / "rev")]) == 0
+    assert forked == [1]
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["processes"] == 1

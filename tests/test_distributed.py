@@ -237,5 +237,7 @@ def test_under_torchrun_a_rank_that_dies_ends_rank_0_with_one_clear_line(tmp_pat
 def test_processes_wanted_defaults_to_two_on_two_cores_and_checks_a_request() -> None:
     assert processes_wanted(None, cores=1) == 1 and processes_wanted(None, cores=2) == 2
     assert processes_wanted(None, cores=16) == 2 and processes_wanted(3) == 3
+    assert processes_wanted(None, cores=2, hidden=64) == 1, "the toy defaults train faster in one process"
+    assert processes_wanted(None, cores=2, hidden=128) == 2 and processes_wanted(2, cores=2, hidden=64) == 2
     with pytest.raises(ExplorerError, match="training processes must be 1–64"):
         processes_wanted(0)

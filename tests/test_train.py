@@ -563,3 +563,19 @@ def test_a_continue_goes_on_counting_towards_the_plateau_stop(trained_copy):
     assert state["counters"][-3:] == (0.5, 0, 2) and best[0] == 1  # halved once at step 3; 2 since the best
     weights = later.model.state_dict()
     assert all(torch.equal(weights[k], best[1][k]) for k in weights)
+
+
+def test_while_a_refused_confirmation_waits_no_unscheduled_evaluation_runs(trained_copy):
+    """An evaluation brought forward could not stop the run while the next confirmation must wait (half an
+    evaluation interval after a refusal), so none runs then: validation at step 3, the next try at 3 + 25."""
+    bundle = copy.deepcopy(trained_copy.bundle)
+    cfg = TrainConfig(steps=40, batch_size=32, eval_every=50, eval_samples=100, confirm_samples=300,
+                      target_accuracy=0.8, lr=1e-4)
+    data = _NeverConfirmed(bundle.task_obj, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, 1)
+    trainer = Trainer(bundle, data, cfg)
+    result = trainer.run()
+    assert trainer.batch_exact_match >= 0.8 and result.reason == "steps"
+    wait = cfg.eval_every // 2
+    assert [row["step"] for row in result.history] == [TARGET_CHECK_GAP, TARGET_CHECK_GAP + wait, 40]
+    assert [row["step"] for row in result.history if "confirm_exact_match" in row] == \
+        [TARGET_CHECK_GAP, TARGET_CHECK_GAP + wait]

@@ -34,6 +34,7 @@ from typing import Callable, TypeVar
 import torch
 import torch.distributed as dist
 
+from explorer.defaults import DDP_MIN_HIDDEN
 from explorer.errors import ExplorerError
 
 T = TypeVar("T")
@@ -51,16 +52,21 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def processes_wanted(requested: int | None, cores: int | None = None) -> int:
+def processes_wanted(requested: int | None, cores: int | None = None, hidden: int | None = None) -> int:
     """How many training processes to run on this machine: `requested`, or (None) two where this
-    process may use two cores or more.
+    process may use two cores or more and the model has a hidden size of at least DDP_MIN_HIDDEN.
 
     By the cores this process may use, not by how busy they are now: one process and two round float
-    sums differently, and a seed must give the same weights on a machine however busy it is."""
+    sums differently, and a seed must give the same weights on a machine however busy it is. Not below
+    DDP_MIN_HIDDEN: measured on this 2-core machine (docs/PERFORMANCE.md), two ranks train the toy
+    defaults (GRU 64) at 0.91x one process's rate (syncing costs 20% of a step that small) and reach 99%
+    on reverse 5-15 later (median 12.5 s against 8.4 s), while at GRU 128 they train 1.23x faster."""
     if requested is not None:
         if not 1 <= requested <= MAX_PROCESSES:
             raise ExplorerError(f"training processes must be 1–{MAX_PROCESSES}, got {requested}")
         return requested
+    if hidden is not None and hidden < DDP_MIN_HIDDEN:
+        return 1
     return 2 if (usable_cores() if cores is None else cores) >= 2 else 1
 
 

@@ -504,7 +504,15 @@ class Trainer:
         (mean): the model hovers at the target longer there."""
         target = self.cfg.target_accuracy
         last = self.history[-1]["step"] if self.history else 0
-        return target is not None and self.batch_exact_match >= target and self.step - last >= TARGET_CHECK_GAP
+        return target is not None and self.batch_exact_match >= target and self.step - last >= TARGET_CHECK_GAP \
+            and not self._confirmation_waits()
+
+    def _confirmation_waits(self) -> bool:
+        """Whether a confirmation failed too recently for another: a full one costs about four evaluations, so
+        after one that failed the next waits half an evaluation interval (at least TARGET_CHECK_GAP steps).
+        Meanwhile an unscheduled evaluation could not stop the run, so none is made."""
+        return self._refuted_at is not None and \
+            self.step - self._refuted_at < max(TARGET_CHECK_GAP, self.cfg.eval_every // 2)
 
     def _forward_model(self) -> nn.Module:
         """What the training forward pass goes through: DDP around `forward_pass` in a run of several ranks
@@ -592,13 +600,12 @@ class Trainer:
         stop's promise hold on samples it never saw. The confirmation must clear the target by CONFIRM_Z standard
         errors (`confirmation_bar`): a set scoring just at the target is as likely to come from a model below it
         as above, and runs confirmed at 99.2% scored 98.9% on the next 2,000. It is scored in parts and given up
-        once the parts left could not lift it to the bar (the same decision, sooner). A full confirmation costs about four evaluations, so after one
-        that failed the next waits half an evaluation interval (at least TARGET_CHECK_GAP steps)."""
+        once the parts left could not lift it to the bar (the same decision, sooner). After one that failed, the
+        next waits (`_confirmation_waits`)."""
         target = self.cfg.target_accuracy
         if target is None or metrics.exact_match < target:
             return False
-        if self._refuted_at is not None and \
-                self.step - self._refuted_at < max(TARGET_CHECK_GAP, self.cfg.eval_every // 2):
+        if self._confirmation_waits():
             return False
         pairs = self.data.confirmation(self.cfg.confirm_samples, self._attempts) if self.cfg.confirm_samples else []
         if not pairs:
