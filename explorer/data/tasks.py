@@ -45,6 +45,7 @@ truth (``None``).
 from __future__ import annotations
 
 import datetime
+import functools
 import random
 import re
 import string
@@ -219,15 +220,21 @@ def _iso_example(source: tuple[str, ...], date: datetime.date,
 
 # --- sequence tasks ------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
+def _diagonal(m: int, reverse: bool) -> Alignment:
+    """Target t aligned to source t (or m-1-t): the same for every source of length m, so made once per length
+    (training draws thousands of examples a second, and building these sets was a tenth of a toy step)."""
+    return tuple(frozenset({m - 1 - t if reverse else t}) for t in range(m))
+
+
 def _copy(source: tuple[str, ...], rank: dict[str, int]) -> tuple[tuple[str, ...], Alignment]:
     """Target t is source t."""
-    return source, tuple(frozenset({t}) for t in range(len(source)))
+    return source, _diagonal(len(source), False)
 
 
 def _reverse(source: tuple[str, ...], rank: dict[str, int]) -> tuple[tuple[str, ...], Alignment]:
     """Target t is source m-1-t."""
-    m = len(source)
-    return source[::-1], tuple(frozenset({m - 1 - t}) for t in range(m))
+    return source[::-1], _diagonal(len(source), True)
 
 
 def _sort(source: tuple[str, ...], rank: dict[str, int]) -> tuple[tuple[str, ...], Alignment]:
@@ -380,10 +387,10 @@ class Task:
 
     def _sample_sequence(self, rng: random.Random, length: int) -> Example:
         """One random sequence example of a given length."""
-        source = tuple(rng.choice(self.spec.alphabet) for _ in range(length))
-        example = self.solve(source)
-        assert example is not None
-        return example
+        choice, alphabet = rng.choice, self.spec.alphabet
+        source = tuple([choice(alphabet) for _ in range(length)])  # every symbol is the alphabet's: no solve() check
+        target, alignment = _SEQUENCE_TASKS[self.spec.name](source, self._rank)
+        return Example(source, target, alignment)
 
     def _sample_date(self, rng: random.Random) -> Example:
         """One random date in a random format."""
