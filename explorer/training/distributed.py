@@ -60,7 +60,7 @@ def processes_wanted(requested: int | None, cores: int | None = None, hidden: in
     sums differently, and a seed must give the same weights on a machine however busy it is. Not below
     DDP_MIN_HIDDEN: measured on this 2-core machine (docs/PERFORMANCE.md), two ranks train the toy
     defaults (GRU 64) at 0.91x one process's rate (syncing costs 20% of a step that small) and reach 99%
-    on reverse 5-15 later (median 12.5 s against 8.4 s), while at GRU 128 they train 1.23x faster."""
+    on reverse 5-15 later (median 12.5 s against 9.2 s, the same morning), while at GRU 128 they train 1.23x faster."""
     if requested is not None:
         if not 1 <= requested <= MAX_PROCESSES:
             raise ExplorerError(f"training processes must be 1–{MAX_PROCESSES}, got {requested}")
