@@ -22,6 +22,10 @@ from explorer.data.subwords import MARK, pieces_text
 from explorer.data.tasks import alignment_hits
 
 
+# The query-string parameters of a what-if (explorer/app/views.py's intervention_query reads and writes them).
+INTERVENTION_URL_KEYS: tuple[str, ...] = ("temp", "mask", "pin", "force")
+
+
 @dataclass(frozen=True)
 class Intervention:
     """A "what if": hide input positions, pin attention at a step, force a token at a step, change τ."""

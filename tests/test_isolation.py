@@ -26,7 +26,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from explorer.checkpoints import checkpoint
+from explorer.checkpoints import checkpoint, registry
 
 from explorer.training import comparison, jobs
 from explorer.errors import ExplorerError
@@ -49,7 +49,7 @@ def shipped(tmp_path_factory):
     """The test checkpoints as the shipped models, with a count of how often each is loaded."""
     folder = write_models(tmp_path_factory.mktemp("isolation-models"))
     loads: dict[str, int] = {}
-    real_load = common.load_shipped
+    real_load = registry.load_shipped
 
     def counting_load(name: str):
         loads[name] = loads.get(name, 0) + 1
@@ -58,7 +58,7 @@ def shipped(tmp_path_factory):
     saved = checkpoint.PRETRAINED_DIR
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(checkpoint, "PRETRAINED_DIR", folder)
-        mp.setattr(common, "load_shipped", counting_load)
+        mp.setattr(registry, "load_shipped", counting_load)  # what the pages call, on first use
         st.cache_resource.clear()
         yield loads
     assert checkpoint.PRETRAINED_DIR == saved

@@ -81,9 +81,6 @@ class Request:
 
 # --- interventions in the URL --------------------------------------------------------------------
 
-INTERVENTION_URL_KEYS: tuple[str, ...] = ("temp", "mask", "pin", "force")
-
-
 def intervention_query(iv: Intervention) -> dict[str, str]:
     """The query-string form of a what-if (1-based steps and positions, as the page labels them):
     ``temp=0.5``, ``mask=2,5``, ``pin=3:1,4:2`` (step:position), ``force=3:le 5:chat`` (step:token; tokens

@@ -12,11 +12,13 @@ from typing import Any
 
 import streamlit as st
 
-from explorer.app import views
 from explorer.record import BeamRecord
 from explorer.app.figures.beam import beam_tree_figure
 from explorer.app.figures.style import plotly_config
 from explorer.app.pages import common
+from explorer.app.engine_link import engine_module
+
+views = engine_module("explorer.app.views")
 
 K = "explore_"
 CHART = K + "beam_tree"

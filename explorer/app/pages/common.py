@@ -9,24 +9,26 @@ from typing import Any
 import streamlit as st
 
 from explorer.errors import ExplorerError
-from explorer.checkpoints.registry import LRUCache, SessionModels, load_shipped, shipped_names
+from explorer.app.engine_link import engine_module
+
+model_registry = engine_module("explorer.checkpoints.registry")
 
 
 @st.cache_resource(show_spinner=False)
 def shipped_model(name: str):
     """A shipped model, loaded once for all sessions; never mutate it (train a private copy)."""
-    return load_shipped(name)
+    return model_registry.load_shipped(name)
 
 
 @st.cache_resource(show_spinner=False)
 def shipped_model_names() -> list[str]:
-    return shipped_names()
+    return model_registry.shipped_names()
 
 
-def session_models() -> SessionModels:
+def session_models() -> model_registry.SessionModels:
     """This session's own models (trained or uploaded)."""
     if "models" not in st.session_state:
-        st.session_state["models"] = SessionModels()
+        st.session_state["models"] = model_registry.SessionModels()
     return st.session_state["models"]
 
 
@@ -50,9 +52,9 @@ def model_key(name: str) -> tuple[str, int]:
     return name, session_models().version(name)
 
 
-def _trace_cache() -> LRUCache:
+def _trace_cache() -> model_registry.LRUCache:
     if "trace_cache" not in st.session_state:
-        st.session_state["trace_cache"] = LRUCache(64)
+        st.session_state["trace_cache"] = model_registry.LRUCache(64)
     return st.session_state["trace_cache"]
 
 

@@ -12,13 +12,15 @@ import time
 import pandas as pd
 import streamlit as st
 
-from explorer.training import comparison
 from explorer.errors import ExplorerError
 from explorer.app.figures.attention import attention_heatmap
 from explorer.app.figures.compare import (METRIC_LABELS, accuracy_by_length_figure, bleu_by_length_figure,
                                      parameter_figure)
 from explorer.app.figures.style import plotly_config
 from explorer.app.pages import common, score_twins
+from explorer.app.engine_link import engine_module
+
+comparison = engine_module("explorer.training.comparison")
 
 DEFAULT_INPUT = "3141592653589793238462643"  # 25 digits: inside reverse's training range, hard without attention
 

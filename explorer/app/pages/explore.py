@@ -16,7 +16,6 @@ from dataclasses import replace
 
 import streamlit as st
 
-from explorer.app import views
 from explorer.app.pages import beam_panel, common, neighbours_panel
 from explorer.app.pages import explore_panels as panels
 from explorer.app.pages import explore_shared as shared
@@ -24,6 +23,9 @@ from explorer.app.pages import explore_state as state
 from explorer.app.pages import explore_what_if as what_if
 from explorer.app.pages.explore_state import K
 from explorer.record import Trace
+from explorer.app.engine_link import engine_module
+
+views = engine_module("explorer.app.views")
 
 
 def _model_label(name: str) -> str:

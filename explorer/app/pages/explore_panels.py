@@ -11,7 +11,6 @@ import time
 import streamlit as st
 
 from explorer import equations
-from explorer.app import views
 from explorer.app.figures import attention as fig_attention
 from explorer.app.figures import steps as fig_steps
 from explorer.app.figures import vectors as fig_vectors
@@ -20,6 +19,9 @@ from explorer.app.pages import explore_state as state
 from explorer.app.pages import presenter
 from explorer.app.pages.explore_state import K
 from explorer.record import Trace
+from explorer.app.engine_link import engine_module
+
+views = engine_module("explorer.app.views")
 
 PLAY_SECONDS = 1.2
 

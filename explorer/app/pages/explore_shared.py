@@ -8,14 +8,16 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from explorer.app import views
 from explorer.engine import lengths
 from explorer.errors import ExplorerError
 from explorer.app.figures.style import figure_html, plotly_config
 from explorer.app.pages import beam_panel, common
 from explorer.app.pages.explore_state import K
 from explorer.record import Trace
-from explorer.checkpoints.registry import LRUCache
+from explorer.app.engine_link import engine_module
+
+views = engine_module("explorer.app.views")
+model_registry = engine_module("explorer.checkpoints.registry")
 
 
 def candidates(request: views.Request) -> list:
@@ -37,7 +39,7 @@ def trace_for(request: views.Request) -> Trace:
 def _figure(request: views.Request, name: str, step: int | None, build: Callable[[], Any]):
     """A figure built once per (model version, request, figure, step): revisiting a step costs nothing."""
     if K + "figures" not in st.session_state:
-        st.session_state[K + "figures"] = LRUCache(160)
+        st.session_state[K + "figures"] = model_registry.LRUCache(160)
     key = (common.model_key(request.model), request, name, step)
     return st.session_state[K + "figures"].get_or_compute(key, build)
 

@@ -12,14 +12,16 @@ from typing import Any
 
 import streamlit as st
 
-from explorer.app import views
 from explorer.errors import ExplorerError
 from explorer.app.pages import common
-from explorer.record import Intervention
+from explorer.record import INTERVENTION_URL_KEYS, Intervention
+from explorer.app.engine_link import engine_module
+
+views = engine_module("explorer.app.views")
 
 TEMPERATURES = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 INTERVENTION_KEYS = ("explore_masked", "explore_pins", "explore_forced")
-URL_KEYS = ("model", "input", "mode", "target", "width", "step", "node") + views.INTERVENTION_URL_KEYS
+URL_KEYS = ("model", "input", "mode", "target", "width", "step", "node") + INTERVENTION_URL_KEYS
 
 K = "explore_"  # every session-state key of this page starts with this
 
@@ -81,7 +83,7 @@ def apply_url(names: list[str]) -> None:
             put("node", max(int(incoming["node"] or ""), 1) - 1)
         except ValueError:
             put("url_problem", f"the link's beam node {incoming['node']!r} is not a number")
-    if first or any(key in changed for key in views.INTERVENTION_URL_KEYS):
+    if first or any(key in changed for key in INTERVENTION_URL_KEYS):
         _apply_url_intervention(incoming)
     put("synced", {key: value for key, value in incoming.items() if value is not None})
 
@@ -116,7 +118,7 @@ def sync_url(request: views.Request, t: int | None = None) -> None:
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
-    for key in ("target", "width", "node") + views.INTERVENTION_URL_KEYS:
+    for key in ("target", "width", "node") + INTERVENTION_URL_KEYS:
         if key not in want and key in st.query_params:
             del st.query_params[key]
     put("synced", want)

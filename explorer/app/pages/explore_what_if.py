@@ -6,7 +6,6 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer import equations
-from explorer.app import views
 from explorer.app.figures import attention as fig_attention
 from explorer.app.figures import steps as fig_steps
 from explorer.app.pages import common
@@ -15,6 +14,9 @@ from explorer.app.pages import explore_state as state
 from explorer.app.pages.explore_state import TEMPERATURES, K
 from explorer.record import Intervention, Trace, first_difference
 from explorer.data.vocab import PAD, SOS
+from explorer.app.engine_link import engine_module
+
+views = engine_module("explorer.app.views")
 
 
 def _add_pin() -> None:

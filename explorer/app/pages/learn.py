@@ -14,14 +14,16 @@ import pandas as pd
 import streamlit as st
 
 from explorer import equations
-from explorer.app import lessons
-from explorer.training import comparison
 from explorer.errors import ExplorerError
 from explorer.app.figures import lessons as lfig
 from explorer.app.figures.compare import accuracy_by_length_figure
 from explorer.app.figures.style import plotly_config
 from explorer.app.pages import common, presenter, score_twins
 from explorer.app.pages.learn_text import LANGUAGES, text
+from explorer.app.engine_link import engine_module
+
+lessons = engine_module("explorer.app.lessons")
+comparison = engine_module("explorer.training.comparison")
 
 LESSON_RNN = "lesson-rnn"  # the page's own tiny tanh RNN (not in the model registry)
 LESSON_RNN_LABEL = "lesson-rnn (tanh RNN)"  # the same in both languages: see _localized_key
@@ -33,7 +35,7 @@ BOTTLENECK_MARKS = (10, 20, 30, 40)
 
 
 @st.cache_resource(show_spinner=False)
-def lesson_models(steps: int = lessons.LESSON_STEPS):
+def lesson_models(steps: int):
     """The shared and unshared tiny copy RNNs, trained once per server and never changed."""
     return lessons.train_lesson_models(steps)
 

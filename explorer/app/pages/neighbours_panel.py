@@ -14,10 +14,12 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from explorer.engine import neighbours
 from explorer.errors import ExplorerError
 from explorer.app.pages import common
 from explorer.record import Trace
+from explorer.app.engine_link import engine_module
+
+neighbours = engine_module("explorer.engine.neighbours")
 
 K = "explore_nn_"
 MAX_K = 20

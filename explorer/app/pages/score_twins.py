@@ -11,11 +11,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from explorer.engine import score_functions as sf
 from explorer.errors import ExplorerError
 from explorer.app.figures.attention import attention_heatmap
 from explorer.app.figures.style import plotly_config
 from explorer.app.pages import common
+from explorer.app.engine_link import engine_module
+
+sf = engine_module("explorer.engine.score_functions")
 
 K = "compare_twins_"
 DEFAULT_INPUT = "73625184092736"  # 14 digits: every twin with attention gets it right, the plain one does not

@@ -8,30 +8,29 @@ Session state keys start with `train_`.
 
 from __future__ import annotations
 
-
 import streamlit as st
 
-from explorer.checkpoints import checkpoint
-
 from explorer import defaults
-
-from explorer.training import jobs
 from explorer.errors import ExplorerError
+from explorer.limits import LIMITS
 from explorer.app.figures.attention import attention_heatmap
 from explorer.app.figures.training import accuracy_figure, alignment_figure, loss_figure
 from explorer.defaults import APP_CELLS, APP_TOY, APP_TSV, ATTENTIONS, TASKS
 from explorer.defaults import TASK_TRAIN_DEFAULTS as TRAIN_DEFAULTS
 from explorer.app.pages import common
-from explorer.checkpoints.registry import LRUCache, freeze
 from explorer.data.tasks import TaskSpec, make_task
-from explorer.training.train import TrainConfig
+from explorer.app.engine_link import engine_module
+
+checkpoint = engine_module("explorer.checkpoints.checkpoint")
+jobs = engine_module("explorer.training.jobs")
+model_registry = engine_module("explorer.checkpoints.registry")
+training = engine_module("explorer.training.train")
 
 TOY, TSV = "Toy task", "Translation (your TSV file)"
 NEW_MODEL = ""  # "Start from": a new model (else the name of a session model to train further)
 UNITS = {"auto": "as the data needs", "steps": "steps", "epochs": "epochs"}
 REFRESH_SECONDS = 2.0  # the live panel's refresh while training (each refresh takes CPU from training)
 MAX_SCORED = 1000  # held-out pairs scored at most (greedy decoding of 1,000 short sentences: seconds on one core)
-LIMITS = jobs.LIMITS
 
 # Widget defaults per data source, from the app's recipes in explorer/defaults.py (where they differ from
 # the CLI's, the reason is written there). Toy: a 400-step cosine schedule that stops at 99 %. Translation:
@@ -129,7 +128,7 @@ def _keep_settings() -> None:
 def _figure(key: tuple, build):
     """A figure built once per key (the live panel reruns every second; most figures change less often)."""
     if "train_figures" not in st.session_state:
-        st.session_state["train_figures"] = LRUCache(8)
+        st.session_state["train_figures"] = model_registry.LRUCache(8)
     return st.session_state["train_figures"].get_or_compute(key, build)
 
 
@@ -142,13 +141,13 @@ def _fmt_seconds(seconds: float | None) -> str:
 
 # --- actions (widget callbacks: they run before the page renders) -------------------------------
 
-def _settings() -> tuple[dict, TrainConfig, float | None]:
+def _settings() -> tuple[dict, training.TrainConfig, float | None]:
     """Model options, training config, and (translation, when asked) epochs from the settings."""
     names = ("source", *MODEL_SETTINGS[TOY], *TRAIN_SETTINGS[TOY])
     return train_settings({name: setting(name) for name in names}, _translation())
 
 
-def train_settings(values: dict, translation: bool) -> tuple[dict, TrainConfig, float | None]:
+def train_settings(values: dict, translation: bool) -> tuple[dict, training.TrainConfig, float | None]:
     """Model options, training config and epochs (translation, when asked) from the widgets' `values`; the
     rest from the app's recipe (defaults.APP_TOY or APP_TSV)."""
     recipe = APP_TSV if translation else APP_TOY
@@ -158,7 +157,7 @@ def train_settings(values: dict, translation: bool) -> tuple[dict, TrainConfig, 
     epochs = float(values["epochs"]) if translation and values["unit"] == "epochs" else None
     steps = int(values["steps"])
     toy = values["source"] == TOY
-    cfg = TrainConfig(steps=steps, batch_size=int(values["batch"]), lr=float(values["lr"]),
+    cfg = training.TrainConfig(steps=steps, batch_size=int(values["batch"]), lr=float(values["lr"]),
                       teacher_forcing=float(values["teacher_forcing"]), seed=int(values["seed"]),
                       target_accuracy=float(values["target"]) / 100 if values["use_target"] else None,
                       eval_every=jobs.eval_interval(steps, TRAIN_DEFAULTS["eval_every"]),
@@ -217,7 +216,7 @@ def _start() -> None:
         ss["train_error"] = str(exc)
 
 
-def _further_job(base, cfg: TrainConfig, upload, probe: str | None, models, taken: list[str]) -> jobs.TrainingJob:
+def _further_job(base, cfg: training.TrainConfig, upload, probe: str | None, models, taken: list[str]) -> jobs.TrainingJob:
     """A job training a private copy of a session or shipped model further, on its task or the uploaded TSV
     (the model it starts from is never changed)."""
     from explorer.training.further import further_job
@@ -663,7 +662,7 @@ def _take_upload() -> None:
         stem = upload.name.rsplit(".", 1)[0] or "uploaded"
         name = models.unique_name(stem, common.shipped_model_names())
         try:
-            bundle = freeze(checkpoint.from_bytes(upload.getvalue(), name, source=upload.name))
+            bundle = model_registry.freeze(checkpoint.from_bytes(upload.getvalue(), name, source=upload.name))
             models.put(bundle)
             done[upload.file_id] = ("ok", f"Added **{bundle.title}** to this session's models.")
         except ExplorerError as exc:
