@@ -82,3 +82,14 @@ def test_trace_arrays_are_read_only():
         with pytest.raises(ValueError, match="read-only"):
             a[...] = 1
     assert tr.weights[0, 1] == 0.75
+
+
+def test_an_engine_module_forwards_public_names_only():
+    """Copying, pickling or inspecting the stand-in probes special names: they must not import or recurse."""
+    import copy
+    from explorer.app.engine_link import engine_module
+    link = engine_module("explorer.data.vocab")
+    assert link.EOS == "<eos>"
+    assert copy.copy(link) is not None and "explorer.data.vocab" in repr(link)
+    with pytest.raises(AttributeError):
+        link._private_name

@@ -26,6 +26,8 @@ class EngineModule:
         self._module: ModuleType | None = None
 
     def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):  # a private or special name (copy, pickle, inspect probe these): never the module's
+            raise AttributeError(attr)
         if self._module is None:
             self._module = importlib.import_module(self._name)
         return getattr(self._module, attr)
