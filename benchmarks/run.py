@@ -19,6 +19,9 @@ Sections (each runs in its own child process, one after the other, never in para
                  against one process and against N ranks without the gradient all_reduce, interleaved in one
                  run: DDP's speed-up and what its communication costs (also run by ``throughput`` when ours
                  trains in several processes).
+- ``precision``  training steps of the eng-fra recipe's model (GRU 512, 4,000 pieces a language, batch 128, random
+                 pieces of eng-fra's lengths) in float32 and in bfloat16 mixed precision (``train --bf16``), one
+                 process, the same batches, alternating rounds; medians. Not in the default set (a few minutes).
 - ``trace``      a full trace of a 30-token input against a plain greedy decode of it (``greedy_batch``),
                  shipped ``reverse`` model (or a fresh one of the same configuration), interleaved; medians.
 - ``neighbours`` the nearest-examples index (``explorer.engine.neighbours``) of every checkpoint in the models folder:
@@ -270,6 +273,60 @@ def worker_throughput(p: dict) -> dict:
     return {"threads": threads, "default_batch": default_batch, "rates": rates, "cpu_rates": cpu_rates,
             "median": {k: median(v) for k, v in rates.items()},
             "cpu_median": {k: median(v) for k, v in cpu_rates.items()}}
+
+
+# The eng-fra recipe's model (pretrained/README.md): what --bf16 is for.
+TRANSLATION_SIZES = {"src_vocab": 4000, "tgt_vocab": 4000, "embed": 256, "hidden": 512, "attn_dim": 256,
+                     "attention": "additive", "bidirectional": True, "dropout": 0.3}
+
+
+def worker_precision(p: dict) -> dict:
+    """Training steps of the eng-fra model (forward, backward, clipping, Adam) in float32 and in bfloat16
+    mixed precision (`train --bf16`), one process, on the same batches, rounds alternating: pairs per second.
+    Batches are random pieces with eng-fra's lengths (4–16 source pieces, targets within −2..+3 of them)."""
+    import random
+    import torch
+    threads = set_threads(p.get("threads"))
+    from explorer.engine.model import ModelConfig, seeded_model
+    from explorer.training.optim import Adam
+    from explorer.training.train import collate, token_loss, Pair
+    from explorer.training.training_forward import TrainingForward
+
+    rng = random.Random(0)
+    cfg = ModelConfig(**TRANSLATION_SIZES)
+    batch_size = p["batch_size"]
+
+    def pair() -> Pair:
+        s = rng.randint(4, 16)
+        t = max(2, s + rng.randint(-2, 3))
+        return Pair(tuple(rng.randrange(4, cfg.src_vocab) for _ in range(s)),
+                    tuple(rng.randrange(4, cfg.tgt_vocab) for _ in range(t)))
+    batches = [sorted((pair() for _ in range(batch_size)), key=lambda x: len(x.tgt), reverse=True)
+               for _ in range(p["batches"])]
+    sides = {}
+    for name, bf16 in (("float32", False), ("bf16", True)):
+        model = seeded_model(cfg, 0)
+        model.train()
+        forward, optimizer = TrainingForward(model, bf16=bf16), Adam(model.parameters(), lr=2e-3)
+
+        def step(pairs: list, forward=forward, optimizer=optimizer, model=model) -> None:
+            src, lengths, tgt_in, tgt_out = collate(pairs)
+            optimizer.zero_grad(set_to_none=True)
+            logits, _ = forward(src, lengths, tgt_in)
+            token_loss(logits, tgt_out, label_smoothing=0.1).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        step(batches[0])
+        sides[name] = step
+    rates: dict[str, list[float]] = {k: [] for k in sides}
+    for _ in range(p["rounds"]):
+        for name, step in sides.items():
+            t0 = time.perf_counter()
+            for pairs in batches:
+                step(pairs)
+            rates[name].append(len(batches) * batch_size / (time.perf_counter() - t0))
+    return {"threads": threads, "batch_size": batch_size, "rates": rates,
+            "median": {k: median(v) for k, v in rates.items()}}
 
 
 def worker_ddp(p: dict) -> dict:
@@ -596,7 +653,7 @@ def worker_coldstart(p: dict) -> dict:
 
 
 WORKERS = {"neighbours": worker_neighbours, "train_ours": worker_train_ours, "train_ref": worker_train_ref, "throughput": worker_throughput,
-           "ddp": worker_ddp,
+           "ddp": worker_ddp, "precision": worker_precision,
            "trace": worker_trace, "app": worker_app, "coldstart": worker_coldstart}
 
 
@@ -709,6 +766,11 @@ def run_all(args: argparse.Namespace) -> dict:
         res["ddp"] = spawn("ddp", {**base, "processes": max(2, processes), "batches": 10 if quick else 20,
                                    "rounds": 2 if quick else 5}, 900)
         log(f"  -> {res['ddp'].get('median', res['ddp'])}")
+    if "precision" in sections:
+        log("precision: float32 against bfloat16 at eng-fra's sizes")
+        res["precision"] = spawn("precision", {**base, "batch_size": 128, "batches": 3 if quick else 6,
+                                               "rounds": 2 if quick else 3}, 1800)
+        log(f"  -> {res['precision'].get('median', res['precision'])}")
     folder, note = (None, None)
     if sections & {"trace", "neighbours", "app", "coldstart"}:
         folder, note = models_folder(args.models)
@@ -797,6 +859,13 @@ def table(out: dict) -> str:
                          both(m[key] >= 3000, c[key] * threads_used * (2 if two else 1) >= 3000)))
     elif "throughput" in res:
         rows.append(("Training throughput", "≥ 3,000", res["throughput"]["error"][:80], "", "", "", "error"))
+    if "precision" in res and "error" not in res["precision"]:
+        m = res["precision"]["median"]
+        rows.append(("Training throughput, eng-fra's model (GRU 512, 4,000 pieces), batch 128, 1 process, "
+                     "bfloat16 mixed precision against float32 (pairs/s)", "—", f"{m['bf16']:,.0f}",
+                     f"float32 {m['float32']:,.0f}", f"{m['bf16'] / m['float32']:.2f}×", "", "—"))
+    elif "precision" in res:
+        rows.append(("bfloat16 training", "—", res["precision"]["error"][:80], "", "", "", "error"))
     if "ddp" in res and "error" not in res["ddp"]:
         d, dc, n = res["ddp"]["median"], res["ddp"]["cpu_median"], res["ddp"]["processes"]
         for name, sizes in (("ours", "our defaults"), ("ours-tutorial-sizes", "the tutorial's sizes")):
@@ -929,7 +998,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=None,
                     help="training processes for ours (default: what `explorer train` picks; with 2, ours also "
                          "races in 1, like the reference)")
-    ap.add_argument("--only", nargs="+", choices=["train", "long", "throughput", "ddp", "trace", "neighbours", "app", "coldstart"])
+    ap.add_argument("--only", nargs="+", choices=["train", "long", "throughput", "ddp", "precision", "trace", "neighbours", "app",
+                                                 "coldstart"])
     ap.add_argument("--table", metavar="JSON", help="print the table of an earlier run's --json file and exit")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--params", help=argparse.SUPPRESS)

@@ -148,6 +148,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--label-smoothing", type=float, default=None,
                    help="share of each target's probability spread over the vocabulary (default 0.1 for "
                         "translation, 0 for toy tasks)")
+    t.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                   help="train in bfloat16 mixed precision: the products of the training forward and backward "
+                        "in bfloat16, the weights, checkpoints and everything shown in float32 (1.3x faster at "
+                        "translation sizes on a CPU with AVX512-BF16 or AMX; slower on one without) (default: off)")
     t.add_argument("--valid-fraction", type=float, default=dd["valid_fraction"],
                    help="translation: share of the pairs held out for validation")
     t.add_argument("--threads", type=int, default=None,

@@ -24,6 +24,10 @@ Only what training needs is covered: GRU cells, a one-layer decoder with attenti
 temperature 1, and only while autograd records. explorer/training/training_forward.py chooses this path where it
 applies; every other model, and everything shown in the app (traces, decoding), runs explorer/engine/model.py's
 `decode_step` and nn.GRU. tests/test_fused.py checks that both paths give the same outputs and gradients.
+
+Under bfloat16 autocast (training's `bf16` option) the products around the two recurrences run in bfloat16,
+and the recurrences themselves in float32 (`_float32_inside`): their in-place, `out=` arithmetic and the
+state carried from step to step keep full precision, and their backward passes stay hand-written.
 """
 
 from __future__ import annotations
@@ -144,6 +148,21 @@ def _previous(first: Tensor, stacked: Tensor, running: tuple[int, ...], offsets:
                      + [stacked.narrow(-2, offsets[t - 1], n) for t, n in enumerate(running) if t > 0], dim=-2)
 
 
+def _float32_inside(function: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+    """`function` with its floating inputs cast to float32 and autocast off inside its forward and backward
+    passes, on the CPU and on a GPU (torch.amp.custom_fwd / custom_bwd); without autocast, unchanged.
+
+    Why: under autocast the products before it (embeddings, keys, values) give bfloat16 tensors, which its
+    `out=` products would refuse, and autocast would otherwise reach into its loops step by step."""
+    forward, backward = function.forward, function.backward
+    for device in ("cpu", "cuda"):
+        forward = torch.amp.custom_fwd(forward, device_type=device, cast_inputs=torch.float32)
+        backward = torch.amp.custom_bwd(backward, device_type=device)
+    function.forward, function.backward = staticmethod(forward), staticmethod(backward)
+    return function
+
+
+@_float32_inside
 class DecoderLoop(torch.autograd.Function):
     """Steps 1-3 for every step of a teacher-forced batch, forward and backward (see the module docstring).
 
@@ -289,6 +308,7 @@ class DecoderLoop(torch.autograd.Function):
         return (d_gi, d_s0, d_keys, d_values, d_w_ic, d_w_hh, d_b_hh, d_w_q, d_b_q, d_w, None, None, None)
 
 
+@_float32_inside
 class GRUScan(torch.autograd.Function):
     """A GRU layer over rows sorted longest first, in P directions at once (each its own weights, the same
     rows): step t runs rows [0, running[t]) (no work on padding). gi (P, N, 3H) W_ih x + b_ih for every

@@ -182,7 +182,7 @@ _TRAIN_ARGS = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "clip":
                "plateau_patience": "plateau_patience", "curriculum": "curriculum",
                "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
                "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples",
-               "label_smoothing": "label_smoothing", "stop_patience": "stop_patience"}
+               "label_smoothing": "label_smoothing", "stop_patience": "stop_patience", "bf16": "bf16"}
 
 
 def task_settings(args: argparse.Namespace) -> tuple[dict[str, Any], TrainConfig]:

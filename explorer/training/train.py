@@ -56,6 +56,8 @@ class TrainConfig:
     max_seconds: float | None = None
     label_smoothing: float = 0.0  # share of each target's probability spread over the vocabulary (translation)
     stop_patience: int = 0  # stop after this many evaluations without a better validation token accuracy (0: off)
+    bf16: bool = False  # the training forward's products in bfloat16 mixed precision (training_forward.py);
+    #                     evaluation, checkpoints and everything shown stay float32
 
     def __post_init__(self) -> None:
         problems = []
@@ -389,7 +391,8 @@ class Trainer:
         self.world = world if world is not None and world.size > 1 else None
         self.device = self.world.device if self.world is not None else pick_device(device)
         self.model = bundle.model
-        self.forward_pass = TrainingForward(self.model)  # the fast path where it applies (training_forward.py)
+        # the fast path where it applies, in bfloat16 mixed precision if asked (training_forward.py)
+        self.forward_pass = TrainingForward(self.model, bf16=cfg.bf16)
         self._ddp: nn.Module | None = None  # DistributedDataParallel around forward_pass, for a run of several ranks
         self.optimizer = Adam(self.model.parameters(), lr=cfg.lr)  # torch.optim.Adam's update (explorer/training/optim.py)
         self.rng = random.Random(cfg.seed)

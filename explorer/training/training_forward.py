@@ -5,6 +5,10 @@ that the reference stays readable and the choice is in one place. `TrainingForwa
 parameters are the Seq2Seq's (its state_dict is the model's under `model.`; checkpoints save the Seq2Seq
 itself): DistributedDataParallel wraps it, because DDP prepares its gradient reduction in the forward of
 the module it wraps, and this forward is the one the training step calls.
+
+With `bf16`, the forward runs under torch's bfloat16 autocast (mixed precision): the weights, the optimizer
+and what the checkpoint keeps stay float32, the recurrences in fused.py keep float32 inside, and the logits
+come back as float32 for the loss.
 """
 
 from __future__ import annotations
@@ -25,15 +29,25 @@ class TrainingForward(nn.Module):
     (every step through `decode_step`). Without autograd it is the reference model itself.
     """
 
-    def __init__(self, model: Seq2Seq) -> None:
+    def __init__(self, model: Seq2Seq, bf16: bool = False) -> None:
         super().__init__()
         self.model = model
+        self.bf16 = bf16
 
     def forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor, teacher_forcing: float = 1.0,
                 generator: torch.Generator | None = None) -> tuple[Tensor, Tensor | None]:
         model = self.model
         if not torch.is_grad_enabled():
             return model(src, lengths, tgt_in, teacher_forcing, generator)
+        if not self.bf16:
+            return self._forward(src, lengths, tgt_in, teacher_forcing, generator)
+        with torch.autocast(src.device.type, dtype=torch.bfloat16):
+            logits, weights = self._forward(src, lengths, tgt_in, teacher_forcing, generator)
+        return logits.float(), weights if weights is None else weights.float()
+
+    def _forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor, teacher_forcing: float,
+                 generator: torch.Generator | None) -> tuple[Tensor, Tensor | None]:
+        model = self.model
         memory = fused.encode(model, src, lengths)
         if teacher_forcing >= 1.0 and fused.applies(model):
             return fused.teacher_forced(model, memory, tgt_in)
