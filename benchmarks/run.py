@@ -289,7 +289,7 @@ def worker_precision(p: dict) -> dict:
     threads = set_threads(p.get("threads"))
     from explorer.engine.model import ModelConfig, seeded_model
     from explorer.training.optim import Adam
-    from explorer.training.train import collate, token_loss, Pair
+    from explorer.training.train import Pair, batch_loss
     from explorer.training.training_forward import TrainingForward
 
     rng = random.Random(0)
@@ -310,10 +310,8 @@ def worker_precision(p: dict) -> dict:
         forward, optimizer = TrainingForward(model, bf16=bf16), Adam(model.parameters(), lr=2e-3)
 
         def step(pairs: list, forward=forward, optimizer=optimizer, model=model) -> None:
-            src, lengths, tgt_in, tgt_out = collate(pairs)
             optimizer.zero_grad(set_to_none=True)
-            logits, _ = forward(src, lengths, tgt_in)
-            token_loss(logits, tgt_out, label_smoothing=0.1).backward()
+            batch_loss(forward, pairs, label_smoothing=0.1).loss.backward()  # as Trainer.train_step
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
         step(batches[0])
