@@ -94,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--dropout", type=float, default=None,
                    help=f"dropout between layers (default: toy tasks 0; translation {small['dropout']:g} below "
                         f"{defaults.SMALL_DATA_PAIRS:,} training pairs, else {large['dropout']:g})")
+    t.add_argument("--embed-dropout", type=float, default=None,
+                   help="dropout on the input and output embeddings while training (default: 0); it regularises "
+                        "a large model on few pairs, and changes nothing the trained model computes")
     t.add_argument("--steps", type=int, default=None,
                    help="optimisation steps (default: " + both.format(
                        td["steps"], f"from the data: {defaults.EPOCHS:g} epochs within "

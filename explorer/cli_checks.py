@@ -54,6 +54,7 @@ def _train(args: argparse.Namespace) -> None:
     if args.alphabet is not None and len(args.alphabet) > lim.max_alphabet:
         raise ExplorerError(f"--alphabet has {len(args.alphabet):,} symbols; the limit is {lim.max_alphabet:,}")
     _optional(args, "dropout", real, 0.0, 1.0, hi_open=True)
+    _optional(args, "embed_dropout", real, 0.0, 1.0, hi_open=True)
     _optional(args, "lr", real, 0.0, 10.0, lo_open=True)
     _optional(args, "clip", real, 0.0, None, lo_open=True)
     _optional(args, "teacher_forcing", real, 0.0, 1.0)

@@ -64,7 +64,9 @@ def test_punctuation_is_a_piece_of_its_own(tok: SubwordTokenizer) -> None:
 
 def test_words_group_pieces_at_word_marks() -> None:
     assert word_groups(["▁vari", "able", "▁in", "put", "?"]) == [[0, 1], [2, 3], [4]]
-    assert word_groups(["▁l", "'", "homme", "▁est", "-", "il", "▁", "?"]) == [[0, 1, 2], [3, 4, 5], [6], [7]]
+    # French puts a space before "?": the lone mark and the "?" are one word, not a word made of a space
+    assert word_groups(["▁l", "'", "homme", "▁est", "-", "il", "▁", "?"]) == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert word_groups(["▁car", "▁", "?", "!"]) == [[0], [1, 2], [3]]
     # Chinese text has no spaces: each piece is its own word, a character spelt as bytes is one word
     assert word_groups(["▁我们", "如何", "<0xE5>", "<0x8F>", "<0xAF>", "变"], chinese=True) == [[0], [1], [2, 3, 4], [5]]
 

@@ -158,13 +158,16 @@ def pieces_text(pieces: Sequence[str]) -> str:
 def word_starts(pieces: Sequence[str], chinese: bool = False) -> list[bool]:
     """Whether each piece begins a word: a metaspace mark begins one; in Chinese, where the text has no
     spaces between words, every piece counts as its own word. Punctuation that ends a word ("car" ".") is a
-    word of its own, so a word's attention is not shared with a full stop. Byte pieces continue the word they are in
+    word of its own, so a word's attention is not shared with a full stop; a lone mark before punctuation (French
+    " ?") is that punctuation's space, not a word of its own. Byte pieces continue the word they are in
     (in Chinese a character's first byte begins a word: one character spelt as bytes is one word)."""
     starts = []
     for i, piece in enumerate(pieces):
         following = pieces[i + 1] if i + 1 < len(pieces) else None
         if piece in SPECIALS:
             starts.append(True)
+        elif i > 0 and pieces[i - 1] == MARK and _is_punctuation(piece):
+            starts.append(False)  # "▁" "?": the space and the mark form one word, shown as "?"
         elif _is_punctuation(piece) and (following is None or following.startswith(MARK) or following in SPECIALS
                                          or _is_punctuation(following)):
             starts.append(True)  # "car" "." is a word and a full stop; "l" "'" "homme" stays one word

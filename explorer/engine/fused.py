@@ -59,13 +59,26 @@ def additive_score(w: Tensor, q: Tensor, k: Tensor) -> Tensor:
     return (u @ w).mul_(2).sub_(w.sum())
 
 
-def gru_input(model: Any, y_prev: Tensor) -> Tensor:
-    """W_ih[:, :E] y_{t-1} + b_ih for the given rows of every step at once: the part of step 1's input
-    product that does not wait for c_{t-1}. y_prev (N,) ids, never padding -> (N, 3H)."""
+def gru_input(model: Any, tgt_in: Tensor, place: Tensor) -> Tensor:
+    """W_ih[:, :E] y_{t-1} + b_ih for the running rows of every step at once: the part of step 1's input
+    product that does not wait for c_{t-1}. tgt_in (B, T) ids, place (N,) the running rows' places in
+    tgt_in.view(B·T) -> (N, 3H).
+
+    While embed_dropout is on, the embeddings are looked up and dropped out over tgt_in whole, as
+    `Seq2Seq._stepwise` does, so the masks are the reference's own (same generator, same order of draws).
+    """
     cell = model.cells[0]
     E = model.cfg.embed
+    if embeddings_drop(model):
+        rows = model.embedded(tgt_in).reshape(-1, E).index_select(0, place)  # (N, E)
+        return torch.addmm(cell.bias_ih, rows, cell.weight_ih[:, :E].t())
     return embedded_product(model.embed, cell.weight_ih[:, :E].unsqueeze(0), cell.bias_ih.unsqueeze(0),
-                            y_prev.unsqueeze(0))[0]
+                            tgt_in.reshape(-1).index_select(0, place).unsqueeze(0))[0]
+
+
+def embeddings_drop(module: Any) -> bool:
+    """Whether `module` (a Seq2Seq or its Encoder) drops out its embeddings now (embed_dropout, training)."""
+    return bool(module.cfg.embed_dropout) and module.training
 
 
 def embedded_product(embed: torch.nn.Embedding, weight: Tensor, bias: Tensor, ids: Tensor) -> Tensor:
@@ -383,7 +396,9 @@ def gru_encoder(encoder: Any, src: Tensor, lengths: Tensor) -> tuple[Tensor, Ten
     where = torch.cat(places[:P])
     h0 = encoder.embed.weight.new_zeros(P, B, H)
     finals = []
-    x = None  # the layer's input (B, S, ·) in sorted order, after the first layer
+    x = None  # the layer's input (B, S, ·) in sorted order: after the first layer, or dropped-out embeddings
+    if embeddings_drop(encoder):  # masks over the batch in its own order, as Encoder.forward draws them
+        x = encoder.embed_dropout(encoder.embed(src)).index_select(0, order)
     for layer, directions in enumerate(encoder.rnn):
         stacked = lambda name: torch.stack([getattr(rnn, name) for rnn in directions])  # noqa: E731
         w_ih, b_ih = stacked("weight_ih_l0"), stacked("bias_ih_l0")
@@ -434,7 +449,7 @@ def teacher_forced(model: Seq2Seq, memory: Memory, tgt_in: Tensor) -> tuple[Tens
     """`Seq2Seq.decode_training` under full teacher forcing with the steps in one `DecoderLoop` (where
     `applies`): logits (B, T, V) and weights (B, T, S)."""
     batch = by_target_length(memory, tgt_in)
-    gi_e = gru_input(model, batch.tgt_in.reshape(-1).index_select(0, batch.place))
+    gi_e = gru_input(model, batch.tgt_in, batch.place)
     sorted_memory = batch.memory
     top, context, flat = decoder_loop(model, gi_e, sorted_memory.s0[0], sorted_memory.keys, sorted_memory.values,
                                       sorted_memory.mask, batch.running)

@@ -52,6 +52,7 @@ class ModelConfig:
     max_src_len: int = 64  # longest input accepted (the unshared RNN has exactly this many W_t)
     max_tgt_len: int = 72  # decoding cap, <eos> included
     dropout: float = 0.0
+    embed_dropout: float = 0.0  # training only: dropout on the looked-up embeddings of x_i and y_{t-1}
 
     def __post_init__(self) -> None:
         # Types first: a config read from a file may hold anything JSON can. Whole numbers of any
@@ -66,10 +67,12 @@ class ModelConfig:
                 problems.append(f"{name} must be a whole number, got {value!r}")
         if not isinstance(self.bidirectional, bool):
             problems.append(f"bidirectional must be true or false, got {self.bidirectional!r}")
-        if isinstance(self.dropout, numbers.Real) and not isinstance(self.dropout, bool):
-            object.__setattr__(self, "dropout", float(self.dropout))
-        else:
-            problems.append(f"dropout must be a number, got {self.dropout!r}")
+        for name in ("dropout", "embed_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+                object.__setattr__(self, name, float(value))
+            else:
+                problems.append(f"{name} must be a number, got {value!r}")
         if problems:
             raise ExplorerError("; ".join(problems))
         if self.cell not in CELLS:
@@ -86,8 +89,9 @@ class ModelConfig:
             problems.append("attn_dim must be at least 1")
         if self.cell == "unshared" and (self.layers != 1 or self.bidirectional):
             problems.append("the unshared RNN has one layer and one direction")
-        if not 0.0 <= self.dropout < 1.0:
-            problems.append("dropout must be in [0, 1)")
+        for name in ("dropout", "embed_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                problems.append(f"{name} must be in [0, 1)")
         if problems:
             raise ExplorerError("; ".join(problems))
 
@@ -207,6 +211,7 @@ class Encoder(nn.Module):
         self.cfg = cfg
         self.embed = _embedding(cfg.src_vocab, cfg.embed)
         self.dropout = Dropout(cfg.dropout)
+        self.embed_dropout = Dropout(cfg.embed_dropout)
         dirs = 2 if cfg.bidirectional else 1
         if cfg.cell == "unshared":
             self.rnn: nn.Module = UnsharedRNN(cfg.embed, cfg.hidden, cfg.max_src_len)
@@ -223,6 +228,8 @@ class Encoder(nn.Module):
 
     def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, State]:
         x = self.embed(src)  # (B, S, E)
+        if self.cfg.embed_dropout:
+            x = self.embed_dropout(x)
         if self.cfg.cell == "unshared":
             return self.rnn(x, lengths)
         if self.cfg.cell == "lstm":
@@ -375,6 +382,7 @@ class Seq2Seq(nn.Module):
         self.cells = nn.ModuleList(cell_class(first_in if i == 0 else H, H) for i in range(cfg.layers))
         self.attention = Attention(cfg.attention, H, cfg.memory_size, D) if attends else None
         self.dropout = Dropout(cfg.dropout)
+        self.embed_dropout = Dropout(cfg.embed_dropout)
         self.out = nn.Linear(H + (D if attends else 0), cfg.tgt_vocab)  # U, b_U
 
     def draw_dropout_from(self, generator: torch.Generator | None) -> None:
@@ -424,6 +432,11 @@ class Seq2Seq(nn.Module):
         """c_0 = 0 (None for the plain encoder-decoder, which has no context)."""
         return None if self.attention is None else torch.zeros(batch, self.cfg.attn_dim, device=device)
 
+    def embedded(self, ids: Tensor) -> Tensor:
+        """The decoder's embeddings of `ids` (any shape) -> (·, E), through embed_dropout while training."""
+        x = self.embed(ids)
+        return self.embed_dropout(x) if self.cfg.embed_dropout else x
+
     def readout(self, s: Tensor, context: Tensor | None) -> Tensor:
         """Step 4's logits U [s_t; c_t] + b_U, for one step (B, ·) or many at once (B, T, ·)."""
         drop = self.dropout if self.cfg.dropout else _identity
@@ -436,12 +449,12 @@ class Seq2Seq(nn.Module):
                     readout: bool = True) -> Step:
         """One output step: the article's four steps. y_prev (B,) ids, state s_{t-1}, c_prev c_{t-1} (B, D).
 
-        Training passes `embedded` (the embedding of y_prev, looked up for all steps at once) and
+        Training passes `embedded` (the embedding of y_prev, looked up and dropped out for all steps at once) and
         `readout=False` (it applies `readout` to all steps at once): the same computation, far fewer small
         operations in the backward pass.
         """
         drop = self.dropout if self.cfg.dropout else _identity
-        x = self.embed(y_prev) if embedded is None else embedded  # (B, E)
+        x = self.embedded(y_prev) if embedded is None else embedded  # (B, E)
         if c_prev is not None:
             x = torch.cat([x, c_prev], dim=-1)  # (B, E + D): [y_{t-1}; c_{t-1}]
         # Step 1: s_t = f(s_{t-1}, [y_{t-1}; c_{t-1}]), layer by layer.
@@ -548,7 +561,7 @@ class Seq2Seq(nn.Module):
         step, one step's rows after another's (N, ·)."""
         B = tgt_in.shape[0]
         # y_{t-1}'s embeddings looked up at once and split by step (the backward pass stacks T slices once).
-        embedded = self.embed(tgt_in).unbind(1)  # T x (B, E)
+        embedded = self.embedded(tgt_in).unbind(1)  # T x (B, E)
         state, c = memory.s0, self.initial_context(B, tgt_in.device)
         views: dict[int, Memory] = {B: memory}  # the memory of the first n rows
         tops, contexts, weights = [], [], []

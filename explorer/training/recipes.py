@@ -177,7 +177,8 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
 
 
 _MODEL_ARGS = {"embed": "embed", "hidden": "hidden", "attn_dim": "attn_dim", "layers": "layers",
-               "attention": "attention", "cell": "cell", "dropout": "dropout", "bidirectional": "bidirectional"}
+               "attention": "attention", "cell": "cell", "dropout": "dropout", "bidirectional": "bidirectional",
+               "embed_dropout": "embed_dropout"}
 _TRAIN_ARGS = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "clip": "clip",
                "plateau_patience": "plateau_patience", "curriculum": "curriculum",
                "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
