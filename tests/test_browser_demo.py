@@ -81,9 +81,12 @@ def overlaps(a, b, slack: float = 1.0) -> bool:
 
 
 def legend_collisions(page) -> list[str]:
-    """Legends that cover a title, an annotation or the toolbar, each chart hovered so its toolbar shows."""
+    """Legends that cover a title, an annotation or the toolbar, each shown chart hovered so its toolbar shows
+    (a chart in a closed section, such as Explore's words view, is not on screen)."""
     found = []
     for index, chart in enumerate(page.locator('[data-testid="stPlotlyChart"]').all()):
+        if not chart.is_visible():
+            continue
         chart.scroll_into_view_if_needed()
         chart.hover()
         page.wait_for_timeout(150)
