@@ -584,3 +584,11 @@ def test_a_model_of_your_own_data_offers_its_own_sentences(models_dir):
     finally:
         path.unlink()
         st.cache_resource.clear()
+
+
+def test_a_shipped_translation_model_offers_the_articles_sentence_first(models_dir):
+    """`tiny-fra` sits in the app's shipped folder here: its examples start with the article's sentence."""
+    at = open_app(models_dir, model="tiny-fra")
+    options = at.pills(key="explore_example").options
+    assert options[0] == "How can we use variable input lengths?"
+    assert state(at, "input") == options[0]

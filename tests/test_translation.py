@@ -159,3 +159,16 @@ def test_the_articles_sentence_translates_without_unk(name: str) -> None:
     bundle = checkpoint.load(name)
     text, unknown = translate_text(bundle, "How can we use variable input lengths?")
     assert not unknown and "<unk>" not in text and text.strip()
+
+
+@pytest.mark.parametrize("name", ["eng-fra", "eng-cmn"])
+def test_the_articles_sentence_leads_the_shipped_models_examples(name: str) -> None:
+    """Explore offers the article's sentence first for the shipped translation models, then their own held-out
+    sentences; a model of one's own data keeps only its own (tests/test_own_data.py)."""
+    from explorer.app import views
+    bundle = checkpoint.load(name)
+    own = views.own_examples(bundle)
+    assert own and views.ARTICLE_SENTENCE not in own  # without the article flag it would not be offered
+    shown = views.example_inputs(bundle, article=True)
+    assert shown[0] == views.ARTICLE_SENTENCE and shown[1:] == own[:views.EXAMPLES_SHOWN - 1]
+    assert views.example_inputs(bundle) == own[:views.EXAMPLES_SHOWN]

@@ -35,6 +35,7 @@ TRANSLATION_EXAMPLES: tuple[str, ...] = (
     "I do not know.", "Come here.", "This is my house.", "They are happy.", "I want to go home.",
     "The cat is black.",
 )
+ARTICLE_SENTENCE = TRANSLATION_EXAMPLES[0]
 
 
 @dataclass(frozen=True)
@@ -183,12 +184,15 @@ def own_examples(bundle: ModelBundle) -> list[str]:
     return out
 
 
-def example_inputs(bundle: ModelBundle) -> list[str]:
+def example_inputs(bundle: ModelBundle, article: bool = False) -> list[str]:
     """A few inputs that suit the model: from its own held-out data when its checkpoint keeps some, else the
-    task's examples, or sentences whose words it knows."""
+    task's examples, or sentences whose words it knows. `article` (the shipped translation models): the
+    article's own sentence leads, where the model translates from English and reads it without an unknown
+    piece."""
     own = own_examples(bundle)
     if own:
-        return own[:EXAMPLES_SHOWN]
+        lead = [ARTICLE_SENTENCE] if article and _reads(bundle, ARTICLE_SENTENCE) else []
+        return (lead + [s for s in own if s != ARTICLE_SENTENCE])[:EXAMPLES_SHOWN]
     if bundle.task_obj is not None:
         limit = bundle.model.cfg.max_src_len
         return [e for e in bundle.task_obj.examples() if len(bundle.tokenize_source(e)) <= limit]
@@ -200,6 +204,17 @@ def example_inputs(bundle: ModelBundle) -> list[str]:
         except ExplorerError:
             continue
     return known or list(TRANSLATION_EXAMPLES[:5])
+
+
+def _reads(bundle: ModelBundle, text: str) -> bool:
+    """Whether a model that translates English into another language reads `text` (English) with no unknown
+    piece."""
+    if bundle.languages is None or bundle.languages[0] != "en" or bundle.languages[1] == "en":
+        return False
+    try:
+        return not bundle.prepare(text).unknown
+    except ExplorerError:
+        return False
 
 
 def random_input(bundle: ModelBundle, rng: random.Random) -> str:

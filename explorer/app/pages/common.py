@@ -37,6 +37,11 @@ def model_names() -> list[str]:
     return shipped_model_names() + session_models().names()
 
 
+def is_shipped(name: str) -> bool:
+    """Whether `name` is one of the shipped models (a session's own models never take a shipped name)."""
+    return session_models().get(name) is None and name in shipped_model_names()
+
+
 def get_model(name: str):
     """A model by name (session models shadow nothing: their names are kept unique)."""
     own = session_models().get(name)

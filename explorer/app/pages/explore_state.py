@@ -131,9 +131,9 @@ def on_model_change() -> None:
         text = get("input") or ""
         try:
             if bundle.prepare(text).unknown and views.own_examples(bundle):  # words it cannot read: its own data
-                put("input", views.example_inputs(bundle)[0])
+                put("input", views.example_inputs(bundle, article=common.is_shipped(get("model")))[0])
         except ExplorerError:
-            examples = views.example_inputs(bundle)
+            examples = views.example_inputs(bundle, article=common.is_shipped(get("model")))
             if examples:
                 put("input", examples[0])
         if get("target"):
