@@ -191,30 +191,26 @@ def example_inputs(bundle: ModelBundle, article: bool = False) -> list[str]:
     piece."""
     own = own_examples(bundle)
     if own:
-        lead = [ARTICLE_SENTENCE] if article and _reads(bundle, ARTICLE_SENTENCE) else []
+        lead = [ARTICLE_SENTENCE] if article and _from_english(bundle) and _reads(bundle, ARTICLE_SENTENCE) else []
         return (lead + [s for s in own if s != ARTICLE_SENTENCE])[:EXAMPLES_SHOWN]
     if bundle.task_obj is not None:
         limit = bundle.model.cfg.max_src_len
         return [e for e in bundle.task_obj.examples() if len(bundle.tokenize_source(e)) <= limit]
-    known = []
-    for text in TRANSLATION_EXAMPLES:
-        try:
-            if not bundle.prepare(text).unknown:
-                known.append(text)
-        except ExplorerError:
-            continue
+    known = [text for text in TRANSLATION_EXAMPLES if _reads(bundle, text)]
     return known or list(TRANSLATION_EXAMPLES[:5])
 
 
 def _reads(bundle: ModelBundle, text: str) -> bool:
-    """Whether a model that translates English into another language reads `text` (English) with no unknown
-    piece."""
-    if bundle.languages is None or bundle.languages[0] != "en" or bundle.languages[1] == "en":
-        return False
+    """Whether the model reads `text` with no unknown symbol (and within its limits)."""
     try:
         return not bundle.prepare(text).unknown
     except ExplorerError:
         return False
+
+
+def _from_english(bundle: ModelBundle) -> bool:
+    """Whether the model translates English into another language (the article's example is such a case)."""
+    return bundle.languages is not None and bundle.languages[0] == "en" and bundle.languages[1] != "en"
 
 
 def random_input(bundle: ModelBundle, rng: random.Random) -> str:

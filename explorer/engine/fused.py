@@ -398,7 +398,7 @@ def gru_encoder(encoder: Any, src: Tensor, lengths: Tensor) -> tuple[Tensor, Ten
     finals = []
     x = None  # the layer's input (B, S, ·) in sorted order: after the first layer, or dropped-out embeddings
     if embeddings_drop(encoder):  # masks over the batch in its own order, as Encoder.forward draws them
-        x = encoder.embed_dropout(encoder.embed(src)).index_select(0, order)
+        x = encoder.embedded(src).index_select(0, order)
     for layer, directions in enumerate(encoder.rnn):
         stacked = lambda name: torch.stack([getattr(rnn, name) for rnn in directions])  # noqa: E731
         w_ih, b_ih = stacked("weight_ih_l0"), stacked("bias_ih_l0")

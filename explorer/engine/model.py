@@ -227,9 +227,7 @@ class Encoder(nn.Module):
                 for layer in range(cfg.layers))
 
     def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, State]:
-        x = self.embed(src)  # (B, S, E)
-        if self.cfg.embed_dropout:
-            x = self.embed_dropout(x)
+        x = self.embedded(src)  # (B, S, E)
         if self.cfg.cell == "unshared":
             return self.rnn(x, lengths)
         if self.cfg.cell == "lstm":
@@ -259,6 +257,11 @@ class Encoder(nn.Module):
                 x = self.dropout(x)
         mask = (torch.arange(S, device=src.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
         return x * mask, torch.stack(finals)  # (B, S, dirs*H) zero on padding; (L*dirs, B, H)
+
+    def embedded(self, src: Tensor) -> Tensor:
+        """The embeddings of x_1..x_S (B, S) -> (B, S, E), through embed_dropout while training."""
+        x = self.embed(src)
+        return self.embed_dropout(x) if self.cfg.embed_dropout else x
 
     def _lstm_by_layer(self, packed: PackedSequence) -> tuple[PackedSequence, State]:
         """nn.LSTM's own computation (its kernel, its weights), one layer at a time, with this encoder's

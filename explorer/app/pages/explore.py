@@ -59,7 +59,7 @@ def render() -> None:
     except Exception as exc:  # a broken checkpoint is a message, not a traceback
         common.show_problem(exc)
         return
-    examples = views.example_inputs(bundle, article=common.is_shipped(state.get("model")))
+    examples = state.examples(bundle)
     if K + "input" not in st.session_state:
         state.put("input", examples[0] if examples else "")
     top[1].text_input("Input", key=K + "input", on_change=state.on_input, persist_state="session",

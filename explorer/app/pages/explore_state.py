@@ -124,6 +124,11 @@ def sync_url(request: views.Request, t: int | None = None) -> None:
     put("synced", want)
 
 
+def examples(bundle: Any) -> list[str]:
+    """The selected model's example inputs; a shipped translation model's start with the article's sentence."""
+    return views.example_inputs(bundle, article=common.is_shipped(get("model")))
+
+
 def on_model_change() -> None:
     """Keep the input if the new model reads it, else take the new model's first example."""
     try:
@@ -131,11 +136,11 @@ def on_model_change() -> None:
         text = get("input") or ""
         try:
             if bundle.prepare(text).unknown and views.own_examples(bundle):  # words it cannot read: its own data
-                put("input", views.example_inputs(bundle, article=common.is_shipped(get("model")))[0])
+                put("input", examples(bundle)[0])
         except ExplorerError:
-            examples = views.example_inputs(bundle, article=common.is_shipped(get("model")))
-            if examples:
-                put("input", examples[0])
+            offered = examples(bundle)
+            if offered:
+                put("input", offered[0])
         if get("target"):
             try:
                 bundle.prepare_target(get("target"))
