@@ -117,7 +117,7 @@ def test_eval_on_a_malformed_tsv_is_one_line(tiny_model: Path, tmp_path: Path) -
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
-SHIPPED = {"eng-fra": ("eng-fra", 45.0), "eng-cmn": ("eng-cmn", 39.0), "eng-fra-none": ("eng-fra", 28.0)}
+SHIPPED = {"eng-fra": ("eng-fra", 45.5), "eng-cmn": ("eng-cmn", 39.0), "eng-fra-none": ("eng-fra", 28.0)}
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
@@ -136,7 +136,8 @@ def test_shipped_translation_model_on_its_held_out_split(name: str) -> None:
 @pytest.mark.parametrize("name, text, pairs", [
     ("eng-fra", "I have a red car.", {"voiture": "car", "rouge": "red"}),  # the adjective follows the noun in French
     ("eng-fra", "He bought a big house.", {"maison": "house"}),
-    ("eng-fra", "How can we use variable input lengths?", {"utiliser": "use", "longueurs": "lengths", "entrée": "input"}),
+    ("eng-fra", "How can we use variable input lengths?",
+     {"Comment": "How", "utiliser": "use", "longueurs": "lengths", "variables": "variable"}),
     ("eng-cmn", "I have a red car.", {"车": "car", "红": "red", "有": "have"}),
     ("eng-cmn", "How can we use variable input lengths?",
      {"怎": "How", "使": "use", "可": "variable", "输": "input", "长": "lengths"}),

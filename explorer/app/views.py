@@ -49,10 +49,10 @@ class Demo:
     look_at: str
 
 
-# eng-fra (GRU 512) on the third example: at τ = 10 each row of α is spread nearly evenly over the sentence, the
-# decoder reads a blur of all its words and "Il a acheté une grande maison." becomes "Il a acheté une maison d'une
-# grande maison.". "I have a red car." keeps its translation up to τ = 50 on this model.
-TEMPERATURE_DEMO = Demo("eng-fra", "He bought a big house.", 10.0,
+# eng-fra (GRU 512, attention size 512): at τ = 10 each row of α is spread nearly evenly over
+# the sentence, the decoder reads a blur of all its words and "J'ai une voiture rouge." becomes "J'ai une voiture de
+# rouge.". "He bought a big house." keeps its translation up to τ = 20 on this model.
+TEMPERATURE_DEMO = Demo("eng-fra", "I have a red car.", 10.0,
                         "Each row of the changed α is spread almost evenly over the words: the decoder reads a "
                         "blur of the whole sentence instead of the word it needs, and the translation changes "
                         "from the step outlined in red.")
