@@ -196,6 +196,12 @@ def _embedding(count: int, dim: int) -> nn.Embedding:
     return nn.Embedding(count, dim, padding_idx=PAD_ID)
 
 
+def _looked_up(embed: nn.Embedding, dropout: Dropout, ids: Tensor) -> Tensor:
+    """embed(ids), through `dropout` when it has a rate (embed_dropout; Dropout does nothing outside training)."""
+    x = embed(ids)
+    return dropout(x) if dropout.p else x
+
+
 class Encoder(nn.Module):
     """Embeds x_1..x_S and runs the RNN over them: h_i = f(h_{i-1}, x_i); returns every h_i and the final state.
 
@@ -260,8 +266,7 @@ class Encoder(nn.Module):
 
     def embedded(self, src: Tensor) -> Tensor:
         """The embeddings of x_1..x_S (B, S) -> (B, S, E), through embed_dropout while training."""
-        x = self.embed(src)
-        return self.embed_dropout(x) if self.cfg.embed_dropout else x
+        return _looked_up(self.embed, self.embed_dropout, src)
 
     def _lstm_by_layer(self, packed: PackedSequence) -> tuple[PackedSequence, State]:
         """nn.LSTM's own computation (its kernel, its weights), one layer at a time, with this encoder's
@@ -437,8 +442,7 @@ class Seq2Seq(nn.Module):
 
     def embedded(self, ids: Tensor) -> Tensor:
         """The decoder's embeddings of `ids` (any shape) -> (·, E), through embed_dropout while training."""
-        x = self.embed(ids)
-        return self.embed_dropout(x) if self.cfg.embed_dropout else x
+        return _looked_up(self.embed, self.embed_dropout, ids)
 
     def readout(self, s: Tensor, context: Tensor | None) -> Tensor:
         """Step 4's logits U [s_t; c_t] + b_U, for one step (B, ·) or many at once (B, T, ·)."""
