@@ -35,12 +35,27 @@ def entropy(p: np.ndarray) -> float:
     return float(-(p * np.log(p)).sum())
 
 
+def parameter(p: torch.Tensor) -> np.ndarray:
+    return p.detach().double().numpy()
+
+
+def assert_step_four(bundle: ModelBundle, tr: Trace) -> None:
+    """ŷ_t = softmax(U [s_t; c_t] + b_U) on every step (without attention: U s_t + b_U), from the trace's own
+    s_t and c_t: the distribution shown is computed from the states shown."""
+    model = bundle.model
+    read = np.concatenate([tr.decoder_states, tr.contexts], axis=1) if tr.has_attention else tr.decoder_states
+    logits = read.astype(np.float64) @ parameter(model.out.weight).T + parameter(model.out.bias)
+    np.testing.assert_allclose(tr.probs, softmax(logits), atol=ATOL)
+
+
 def assert_seed_equations(bundle: ModelBundle, tr: Trace) -> None:
-    """The seed's step 3 on every output step: e_t from q_t and K, α_t = softmax(e_t), c_t = α_t V."""
+    """The seed's steps 3 and 4 on every output step: e_t from q_t and K, α_t = softmax(e_t), c_t = α_t V;
+    ŷ_t from [s_t; c_t] (`assert_step_four`)."""
     T, S = tr.steps, len(tr.source_tokens)
     assert tr.decoder_states.shape == (T, bundle.model.cfg.hidden)
     assert tr.probs.shape == (T, len(bundle.tgt_vocab))
     np.testing.assert_allclose(tr.probs.sum(-1), 1.0, atol=ATOL)
+    assert_step_four(bundle, tr)
     if not tr.has_attention:
         assert tr.weights.shape == tr.scores.shape == (T, 0)
         return
