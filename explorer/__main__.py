@@ -148,6 +148,10 @@ def _parser() -> argparse.ArgumentParser:
                         "domain's words); validation stays the --data file's held-out pairs (default: none)")
     t.add_argument("--extra-repeat", type=int, default=1,
                    help="translation: how many times each --extra-data pair joins the training split")
+    t.add_argument("--subword-dropout", type=float, default=dd["subword_dropout"],
+                   help="translation: BPE-dropout while training, the chance that each merge is left out when a "
+                        "training pair is spelt in pieces afresh each epoch (0.1 is the paper's; default: 0, "
+                        "one spelling)")
     t.add_argument("--label-smoothing", type=float, default=None,
                    help="share of each target's probability spread over the vocabulary (default 0.1 for "
                         "translation, 0 for toy tasks)")

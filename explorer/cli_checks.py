@@ -61,6 +61,7 @@ def _train(args: argparse.Namespace) -> None:
     _optional(args, "target_accuracy", real, 0.0, 1.0, lo_open=True)
     _optional(args, "max_seconds", real, 0.0, None, lo_open=True)
     _optional(args, "valid_fraction", real, 0.0, 1.0, hi_open=True)
+    _optional(args, "subword_dropout", real, 0.0, 1.0, hi_open=True)
     _optional(args, "seed", whole, 0, MAX_SEED)
     _optional(args, "eval_every", whole, 1, lim.max_steps)
     _optional(args, "eval_samples", whole, 1, 100_000)

@@ -180,6 +180,10 @@ LIMIT_CASES = {
     "threads 0": (["train", "--task", "copy", "--out", "{tmp}/x", "--threads", "0"], "--threads"),
     "valid fraction 1": (["train", "--data", "{tsv}", "--out", "{tmp}/x", "--valid-fraction", "1"],
                          "--valid-fraction"),
+    "subword dropout 1": (["train", "--data", "{tsv}", "--out", "{tmp}/x", "--subword-dropout", "1"],
+                          "--subword-dropout must be in"),
+    "subword dropout nan": (["train", "--data", "{tsv}", "--out", "{tmp}/x", "--subword-dropout", "nan"],
+                            "--subword-dropout must be a finite"),
 }
 
 

@@ -323,14 +323,20 @@ class Splits(Protocol):
 def filter_pairs(pairs: Iterable[tuple[str, str]], src_tok: Splits, tgt_tok: Splits,
                  max_src_len: int, max_tgt_len: int) -> list[tuple[list[str], list[str]]]:
     """Tokenised pairs short enough to train on (1..max tokens per side, <eos> not counted)."""
-    out: list[tuple[list[str], list[str]]] = []
+    return [tokens for _, tokens in short_pairs(pairs, src_tok, tgt_tok, max_src_len, max_tgt_len)]
+
+
+def short_pairs(pairs: Iterable[tuple[str, str]], src_tok: Splits, tgt_tok: Splits, max_src_len: int,
+                max_tgt_len: int) -> list[tuple[tuple[str, str], tuple[list[str], list[str]]]]:
+    """`filter_pairs`' pairs, each as its text beside its tokens (a sampled tokenisation starts from the text)."""
+    out: list[tuple[tuple[str, str], tuple[list[str], list[str]]]] = []
     for source, target in pairs:
         src = src_tok.tokenize(source)
         if not 1 <= len(src) <= max_src_len:
             continue
         tgt = tgt_tok.tokenize(target)
         if 1 <= len(tgt) <= max_tgt_len:
-            out.append((src, tgt))
+            out.append(((source, target), (src, tgt)))
     return out
 
 

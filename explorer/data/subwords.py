@@ -17,6 +17,7 @@ OpenCC (`to_simplified`), because the Tatoeba data mixes both scripts.
 from __future__ import annotations
 
 import json
+import random
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -76,6 +77,8 @@ class SubwordTokenizer:
     json_text: str
     _tok: object = field(init=False, repr=False, compare=False)
     vocab: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _ranks: dict | None = field(init=False, repr=False, compare=False, default=None)  # merges, for `sample`
+    _known: frozenset = field(init=False, repr=False, compare=False, default=frozenset())
 
     def __post_init__(self) -> None:
         from tokenizers import Tokenizer
@@ -133,9 +136,47 @@ class SubwordTokenizer:
         """The pieces of already prepared text (see `prepare_text`)."""
         return list(self._tok.encode(text, add_special_tokens=False).tokens)
 
+    def sample(self, text: str, rng: random.Random, rate: float) -> list[str]:
+        """The pieces of prepared text with BPE-dropout (Provilkov et al. 2020): at every merge step each
+        applicable merge is left out with probability `rate`, so a word comes out as one of its plausible
+        spellings in the vocabulary's pieces, not always the same one. `rate` 0 gives `tokenize`'s pieces.
+
+        Why: training on varied spellings of the same words regularises a model trained on a small corpus
+        and teaches it the pieces of rare words. Why not `tokenizers`' own BPE dropout: it draws from an
+        unseeded generator, and every rank of a distributed run must draw the same batch (distributed.py),
+        as a rerun of a seeded recipe must; here the draws come from `rng`. The words come from the
+        tokenizer's own pre-tokenizer and the merges from its own model, so only the merge loop is ours.
+        """
+        if self._ranks is None:
+            merges = json.loads(self.json_text)["model"]["merges"]
+            pairs = (tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in merges)
+            object.__setattr__(self, "_ranks", {pair: rank for rank, pair in enumerate(pairs)})
+            object.__setattr__(self, "_known", frozenset(self.vocab))
+        known = self._known
+        pieces: list[str] = []
+        for word, _ in self._tok.pre_tokenizer.pre_tokenize_str(text):
+            for symbol in _merged(list(word), self._ranks, rng, rate):
+                pieces.extend([symbol] if symbol in known else [f"<0x{b:02X}>" for b in symbol.encode("utf-8")])
+        return pieces
+
     def detokenize(self, pieces: Sequence[str]) -> str:
         """Readable text for pieces: word marks become spaces, byte pieces become their characters."""
         return self._tok.decoder.decode([p for p in pieces if p not in SPECIALS])
+
+
+def _merged(symbols: list[str], ranks: dict[tuple[str, str], int], rng: random.Random, rate: float) -> list[str]:
+    """BPE's merge loop over one word's symbols: apply the best-ranked merge among adjacent pairs (the
+    leftmost on a tie), each candidate first left out with probability `rate`; stop when none is left."""
+    while len(symbols) > 1:
+        best, where = None, -1
+        for i in range(len(symbols) - 1):
+            rank = ranks.get((symbols[i], symbols[i + 1]))
+            if rank is not None and (best is None or rank < best) and not (rate and rng.random() < rate):
+                best, where = rank, i
+        if best is None:
+            break
+        symbols[where: where + 2] = [symbols[where] + symbols[where + 1]]
+    return symbols
 
 
 def pieces_text(pieces: Sequence[str]) -> str:

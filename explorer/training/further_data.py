@@ -6,11 +6,14 @@ Below the job code (explorer/training/further.py) because the job's own process 
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from explorer import defaults
 from explorer.engine.bundle import ModelBundle
 from explorer.errors import ExplorerError
 from explorer.limits import LIMITS, Limits
-from explorer.training.train import Pair, PairData
+from explorer.data.subwords import prepare_text
+from explorer.training.train import Pair, PairData, spelt_afresh
 from explorer.data.vocab import UNK
 
 MAX_UNKNOWN = 0.2  # a file with more of its tokens outside the model's vocabularies is refused
@@ -61,9 +64,23 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int,
                             f"{100 * (1 - MAX_UNKNOWN):.0f}% needed; a model's vocabulary cannot grow). "
                             "Train a new model on this file instead")
 
+    def encode(src: Sequence[str], tgt: Sequence[str]) -> Pair:
+        return Pair(tuple(bundle.src_vocab.encode(src)), tuple(bundle.tgt_vocab.encode(tgt)))
+
     def to_pair(s: str, t: str) -> Pair:
-        return Pair(tuple(bundle.src_vocab.encode(bundle.tokenize_source(s))),
-                    tuple(bundle.tgt_vocab.encode(bundle.tokenize_target(t))))
+        return encode(bundle.tokenize_source(s), bundle.tokenize_target(t))
     probe = train_text[0][0]
-    data = PairData([to_pair(s, t) for s, t in train_text], [to_pair(s, t) for s, t in valid_text], probe)
+    usual = [to_pair(s, t) for s, t in train_text]
+    resample = None
+    if bundle.subwords is not None:  # a model trained with subword dropout goes on training with it
+        src_lang, tgt_lang = bundle.languages
+        prepared = [(prepare_text(s, src_lang), prepare_text(t, tgt_lang)) for s, t in train_text]
+        resample = spelt_afresh(bundle.subwords, prepared, usual, encode, subword_dropout(bundle), max_src, max_tgt)
+    data = PairData(usual, [to_pair(s, t) for s, t in valid_text], probe, resample)
     return data, valid_text
+
+
+def subword_dropout(bundle: ModelBundle) -> float:
+    """The subword dropout a model was trained with (its header's training record), 0 if none or not a rate."""
+    rate = bundle.training.get("subword_dropout", 0.0)
+    return float(rate) if isinstance(rate, (int, float)) and 0 <= rate < 1 else 0.0

@@ -25,7 +25,7 @@ from explorer.training.distributed import World, usable_cores
 from explorer.training.probes import trace_probe
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import (Callback, Pair, PairData, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle,
-                    task_config)
+                    spelt_afresh, task_config)
 from explorer.data.vocab import Vocab
 
 # The defaults live in explorer/defaults.py (torch-free, so `--help` can show them); these names stay for
@@ -87,6 +87,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
                       min_freq: int = TRANSLATION_DATA_DEFAULTS["min_freq"],
                       valid_fraction: float = TRANSLATION_DATA_DEFAULTS["valid_fraction"], max_vocab: int | None = None,
                       extra: Sequence[tuple[str, str]] = (), extra_repeat: int = 1,
+                      subword_dropout: float = TRANSLATION_DATA_DEFAULTS["subword_dropout"],
                       ) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
     """A fresh translation model and its data from a TSV file (or uploaded bytes).
 
@@ -94,9 +95,12 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     the training split (at most `max_vocab` pieces, pieces seen at least `min_freq` times), and pairs of
     at most `max_tokens` pieces a side are kept. `extra` pairs (e.g. a glossary of a domain's words), each
     `extra_repeat` times, join the training split only: validation stays the file's own held-out pairs.
+    `subword_dropout` > 0 spells each training pair afresh whenever it is drawn (BPE-dropout at that rate,
+    `SubwordTokenizer.sample`; a spelling longer than `max_tokens` falls back to the usual one); validation
+    and everything after training use the usual pieces.
     Returns the bundle, the id pairs for training/validation, and the kept validation pairs as the file's
     text (for BLEU)."""
-    from explorer.data.corpus import filter_pairs, guess_language, load_tsv, load_tsv_bytes, split_pairs
+    from explorer.data.corpus import guess_language, load_tsv, load_tsv_bytes, short_pairs, split_pairs
     from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_text
     corpus = load_tsv_bytes(path, name=name) if isinstance(path, bytes) else load_tsv(path)
     src_lang = src_lang or "en"
@@ -123,7 +127,8 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     def to_pair(s: Sequence[str], t: Sequence[str]) -> Pair:
         return Pair(tuple(src_vocab.encode(s)), tuple(tgt_vocab.encode(t)))
 
-    train_tok = filter_pairs(train_text, src_sub, tgt_sub, max_tokens, max_tokens)
+    kept = short_pairs(train_text, src_sub, tgt_sub, max_tokens, max_tokens)
+    train_tok = [tokens for _, tokens in kept]
     if not train_tok:
         raise ExplorerError(f"no sentence pair of at most {max_tokens} pieces to train on")
     valid_kept, valid_tok = [], []
@@ -133,7 +138,9 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
             valid_kept.append((s, t))
             valid_tok.append(to_pair(src, tgt))
     probe = next((s for s, _t in train_text if 6 <= len(s.split()) <= 9), train_text[0][0])
-    data = PairData([to_pair(s, t) for s, t in train_tok], valid_tok, probe)
+    usual = [to_pair(s, t) for s, t in train_tok]
+    data = PairData(usual, valid_tok, probe, spelt_afresh((src_sub, tgt_sub), [text for text, _ in kept], usual,
+                                                          to_pair, subword_dropout, max_tokens, max_tokens))
     bundle.examples = pick_examples(bundle, valid_kept)
     return bundle, data, valid_kept
 
@@ -170,7 +177,7 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
         trainer.close()
     bundle.training = {**bundle.training, "data": Path(args.data).name, "max_tokens": args.max_tokens,
                        "min_freq": args.min_freq, "valid_fraction": args.valid_fraction,
-                       "vocab_size": args.vocab_size or "auto",
+                       "vocab_size": args.vocab_size or "auto", "subword_dropout": args.subword_dropout,
                        **({"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat}
                           if args.extra_data else {})}
     return bundle, result

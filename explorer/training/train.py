@@ -147,10 +147,15 @@ class PairData:
 
     POOL_BATCHES = 50
 
-    def __init__(self, train: Sequence[Pair], valid: Sequence[Pair], probe: str) -> None:
+    def __init__(self, train: Sequence[Pair], valid: Sequence[Pair], probe: str,
+                 resample: Callable[[int, random.Random], Pair] | None = None) -> None:
+        """`resample(i, rng)`, if given, encodes training pair i afresh each time it is drawn (subword
+        dropout: a new spelling of the same sentences every epoch) from the trainer's generator, so every
+        rank draws the same pairs; without it the pairs given are used as they are."""
         if not train:
             raise ExplorerError("no training pairs")
         self._train, self._valid, self._probe = list(train), list(valid) or list(train[:200]), probe
+        self._resample = resample
         self._order: list[int] = []
         self._ready: list[list[Pair]] = []
 
@@ -168,7 +173,8 @@ class PairData:
     def batch(self, rng: random.Random, n: int, share: float = 1.0) -> list[Pair]:
         """The next bucketed batch (`share`, a curriculum's, is ignored: a corpus has no length knob)."""
         if not self._ready or len(self._ready[-1]) != n:
-            pool = [self._train[self._next_index(rng)] for _ in range(n * self.POOL_BATCHES)]
+            drawn = [self._next_index(rng) for _ in range(n * self.POOL_BATCHES)]
+            pool = [self._resample(i, rng) for i in drawn] if self._resample else [self._train[i] for i in drawn]
             pool.sort(key=lambda p: (len(p.src), len(p.tgt)))
             self._ready = [pool[i: i + n] for i in range(0, len(pool), n)]
             rng.shuffle(self._ready)
@@ -183,6 +189,23 @@ class PairData:
 
     def probe_text(self) -> str:
         return self._probe
+
+
+def spelt_afresh(subwords: Sequence[Any], texts: Sequence[tuple[str, str]], usual: Sequence[Pair],
+                 encode: Callable[[Sequence[str], Sequence[str]], Pair], rate: float, max_src: int,
+                 max_tgt: int) -> Callable[[int, random.Random], Pair] | None:
+    """PairData's `resample` for subword dropout: training pair i spelt afresh from its prepared text
+    `texts[i]` by the (source, target) SubwordTokenizers at `rate`, or `usual[i]` when a spelling is longer
+    than `max_src` / `max_tgt` pieces. None at rate 0 (one spelling, the pairs as given)."""
+    if not rate:
+        return None
+    src_sub, tgt_sub = subwords
+
+    def resample(i: int, rng: random.Random) -> Pair:
+        source, target = texts[i]
+        src, tgt = src_sub.sample(source, rng, rate), tgt_sub.sample(target, rng, rate)
+        return encode(src, tgt) if len(src) <= max_src and len(tgt) <= max_tgt else usual[i]
+    return resample
 
 
 @dataclass
