@@ -71,11 +71,11 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int,
         return encode(bundle.tokenize_source(s), bundle.tokenize_target(t))
     probe = train_text[0][0]
     usual = [to_pair(s, t) for s, t in train_text]
-    resample = None
-    if bundle.subwords is not None:  # a model trained with subword dropout goes on training with it
+    resample, rate = None, subword_dropout(bundle)
+    if bundle.subwords is not None and rate:  # a model trained with subword dropout goes on training with it
         src_lang, tgt_lang = bundle.languages
         prepared = [(prepare_text(s, src_lang), prepare_text(t, tgt_lang)) for s, t in train_text]
-        resample = spelt_afresh(bundle.subwords, prepared, usual, encode, subword_dropout(bundle), max_src, max_tgt)
+        resample = spelt_afresh(bundle.subwords, prepared, usual, encode, rate, max_src, max_tgt)
     data = PairData(usual, [to_pair(s, t) for s, t in valid_text], probe, resample)
     return data, valid_text
 
