@@ -300,3 +300,24 @@ def test_real_data(name, lines, target_language, max_p95):
         assert 3 <= statistics.mean(lengths) <= 12
         assert _percentile(lengths, 0.95) <= max_p95
         assert max(lengths) <= 60
+
+
+def test_skipped_lines_are_counted_by_reason_with_their_first_line_numbers():
+    data = b"ok\tfine\n" + b"\xe9t\xe9\tsummer\n" * 4 + b"no tab\n" + b"good\tbien\n"
+    corpus = load_tsv_bytes(data, name="mine.tsv", max_problems_listed=2)
+    assert corpus.skipped == (("not valid UTF-8", 4, (2, 3, 4)),
+                              ("expected 2 or 3 tab-separated columns, found 1", 1, (6,)))
+    assert corpus.lines == (1, 7)
+    assert corpus.skipped_note() == ("5 lines of mine.tsv skipped: 4 not valid UTF-8 (lines 2, 3, 4, …); "
+                                     "1 expected 2 or 3 tab-separated columns, found 1 (line 6)")
+    assert load_tsv_bytes(b"a\tb\n").skipped_note() == ""
+
+
+def test_a_line_too_long_to_be_a_sentence_pair_is_skipped_unread():
+    from explorer.data.corpus import MAX_LINE_BYTES
+    data = b"Hi.\tSalut !\n" + b"x" * (5 * 1024 * 1024) + b"\ty\nBye.\tAu revoir.\n"
+    corpus = load_tsv_bytes(data)
+    assert corpus.pairs == (("Hi.", "Salut !"), ("Bye.", "Au revoir."))
+    assert corpus.problems == (Problem(2, f"longer than {MAX_LINE_BYTES:,} bytes"),)
+    with pytest.raises(ExplorerError, match="longer than"):
+        load_tsv_bytes(b"x" * (MAX_LINE_BYTES + 1) + b"\ty\n")

@@ -27,6 +27,8 @@ T = TypeVar("T")
 _BOM = b"\xef\xbb\xbf"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _PROBLEMS_IN_MESSAGE = 3
+MAX_LINE_BYTES = 10_000  # a sentence pair is far shorter; a longer line is skipped before any work on it
+_LINES_PER_REASON = 3  # first line numbers shown for each reason a line was skipped
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,17 @@ class Corpus:
     problems: tuple[Problem, ...]
     path: str
     problems_omitted: int = 0
+    skipped: tuple[tuple[str, int, tuple[int, ...]], ...] = ()  # (reason, lines, first line numbers), most first
+    lines: tuple[int, ...] = ()  # the line number of each pair, so later filters can say which lines they left out
+
+    def skipped_note(self) -> str:
+        """One line saying which lines were skipped and why ("" if none), the same in the CLI and the app."""
+        if not self.skipped:
+            return ""
+        total = sum(n for _, n, _ in self.skipped)
+        parts = [f"{n:,} {reason} (line{'s' if len(lines) > 1 else ''} "
+                 f"{', '.join(map(str, lines))}{', …' if n > len(lines) else ''})" for reason, n, lines in self.skipped]
+        return f"{total:,} line{'s' if total != 1 else ''} of {self.path} skipped: " + "; ".join(parts)
 
 
 def load_tsv(path: str | Path, max_bytes: int = 50_000_000, max_problems_listed: int = 1000) -> Corpus:
@@ -79,23 +92,34 @@ def _parse(data: bytes, name: str, max_bytes: int, max_problems_listed: int) -> 
     if data.startswith(_BOM):
         data = data[len(_BOM):]
     pairs: list[tuple[str, str]] = []
+    lines: list[int] = []
     problems: list[Problem] = []
     n_problems = 0
+    by_reason: dict[str, list] = {}  # reason -> [count, first line numbers]
     for number, raw in enumerate(data.split(b"\n"), start=1):
         pair_or_reason = _parse_line(raw.removesuffix(b"\r"))
         if isinstance(pair_or_reason, tuple):
             pairs.append(pair_or_reason)
+            lines.append(number)
         elif pair_or_reason:
             n_problems += 1
             if len(problems) < max_problems_listed:
                 problems.append(Problem(number, pair_or_reason))
+            tally = by_reason.setdefault(pair_or_reason, [0, []])
+            tally[0] += 1
+            if len(tally[1]) < _LINES_PER_REASON:
+                tally[1].append(number)
     if not pairs:
         raise ExplorerError(f"no usable sentence pairs in {name}: {_why_empty(data, problems, n_problems)}")
-    return Corpus(tuple(pairs), tuple(problems), name, n_problems - len(problems))
+    skipped = tuple(sorted(((reason, n, tuple(lines)) for reason, (n, lines) in by_reason.items()),
+                           key=lambda item: (-item[1], item[2][0])))
+    return Corpus(tuple(pairs), tuple(problems), name, n_problems - len(problems), skipped, tuple(lines))
 
 
 def _parse_line(raw: bytes) -> tuple[str, str] | str:
     """A (source, target) pair, a problem reason, or "" for a blank line."""
+    if len(raw) > MAX_LINE_BYTES:
+        return f"longer than {MAX_LINE_BYTES:,} bytes"
     if b"\x00" in raw:
         return "binary data (NUL byte)"
     try:
