@@ -293,7 +293,7 @@ def _train_rank(args: argparse.Namespace, world, threads: int) -> int:
     with checkpoint.writer(args.out) if world.leader else contextlib.nullcontext():
         bundle, result = train_from_args(args, on_eval=progress.on_eval,
                                          on_step=_device_notice(world.device, progress), device=world.device,
-                                         world=world)
+                                         world=world, note=lambda text: progress.message(f"note: {text}"))
         if not world.leader:
             return 0
         path = checkpoint.save(bundle, args.out, half=args.half)

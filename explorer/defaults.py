@@ -63,6 +63,7 @@ TRANSLATION_TRAIN_DEFAULTS: dict[str, Any] = {"batch_size": 64, "lr": 2e-3, "eva
 LARGE_MODEL: dict[str, Any] = {"embed": 128, "hidden": 256, "attn_dim": 128, "bidirectional": True, "dropout": 0.2}
 SMALL_MODEL: dict[str, Any] = {"embed": 64, "hidden": 128, "attn_dim": 64, "bidirectional": True, "dropout": 0.0}
 SMALL_DATA_PAIRS = 10_000  # below this many training pairs, the small model
+FEW_PAIRS = 100  # below this many training pairs a run is warned that it can learn little more than the pairs
 EPOCHS = 12.0  # the shipped eng-fra and eng-cmn reached their BLEU in 12-13 epochs
 MIN_STEPS = 1500  # the floor: 300 pig-latin pairs need ~1,000 steps (225 epochs) to be useful
 MAX_STEPS = 20_000  # the ceiling: about 2 h on 2 cores at the large model's size

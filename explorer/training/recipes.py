@@ -12,7 +12,7 @@ import random
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -88,6 +88,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
                       valid_fraction: float = TRANSLATION_DATA_DEFAULTS["valid_fraction"], max_vocab: int | None = None,
                       extra: Sequence[tuple[str, str]] = (), extra_repeat: int = 1,
                       subword_dropout: float = TRANSLATION_DATA_DEFAULTS["subword_dropout"],
+                      note: Callable[[str], None] | None = None,
                       ) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
     """A fresh translation model and its data from a TSV file (or uploaded bytes).
 
@@ -98,15 +99,28 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     `subword_dropout` > 0 spells each training pair afresh whenever it is drawn (BPE-dropout at that rate,
     `SubwordTokenizer.sample`; a spelling longer than `max_tokens` falls back to the usual one); validation
     and everything after training use the usual pieces.
+    A side too long to fit `max_tokens` pieces is left out before any tokenizer is trained (its cost grows
+    faster than the line). `note` hears, one line each, which lines were skipped or left out and why, and a
+    warning when few pairs are left to train on.
     Returns the bundle, the id pairs for training/validation, and the kept validation pairs as the file's
     text (for BLEU)."""
     from explorer.data.corpus import guess_language, load_tsv, load_tsv_bytes, short_pairs, split_pairs
     from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_text
     corpus = load_tsv_bytes(path, name=name) if isinstance(path, bytes) else load_tsv(path)
+    say = note or (lambda _text: None)
+    if corpus.skipped:
+        say(corpus.skipped_note())
     src_lang = src_lang or "en"
     tgt_lang = tgt_lang or guess_language([t for _, t in corpus.pairs[:2000]])
     indexed = list(enumerate(corpus.pairs))
-    train_items, valid_items = split_pairs(indexed, valid_fraction, seed)
+    train_items, valid_items = split_pairs(indexed, valid_fraction, seed)  # the split before any filter: reproducible
+    too_long = [i for i, (s, t) in indexed if not (may_fit(s, max_tokens) and may_fit(t, max_tokens))]
+    if too_long:
+        unfit = set(too_long)
+        train_items = [item for item in train_items if item[0] not in unfit]
+        valid_items = [item for item in valid_items if item[0] not in unfit]
+        say(_left_out(len(too_long), len(indexed), f"longer than {max_tokens} pieces could hold",
+                      [corpus.lines[i] for i in too_long[:3]] if corpus.lines else []))
     if extra_repeat < 1:
         raise ExplorerError("extra pairs must be repeated at least once")
     train_pairs = [p for _, p in train_items] + list(extra) * extra_repeat
@@ -131,6 +145,11 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     train_tok = [tokens for _, tokens in kept]
     if not train_tok:
         raise ExplorerError(f"no sentence pair of at most {max_tokens} pieces to train on")
+    if len(kept) < len(train_text):
+        say(_left_out(len(train_text) - len(kept), len(train_text), f"of more than {max_tokens} pieces a side "
+                      "(--max-tokens, the Train page's longest sentence)", [], "training pairs"))
+    if len(train_tok) < defaults.FEW_PAIRS:
+        say(few_pairs_warning(len(train_tok)))
     valid_kept, valid_tok = [], []
     for s, t in (p for _, p in valid_items):
         src, tgt = bundle.tokenize_source(s), bundle.tokenize_target(t)
@@ -145,11 +164,34 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     return bundle, data, valid_kept
 
 
+MAX_PIECE_CHARS = 32  # a side longer than max_tokens * this cannot be spelt in max_tokens pieces of usual words
+
+
+def may_fit(text: str, max_tokens: int) -> bool:
+    """Whether a side could be spelt in `max_tokens` pieces, judged without a tokenizer: every word is a piece
+    at least (the pre-tokenizer splits at spaces), and no piece is longer than MAX_PIECE_CHARS characters."""
+    return len(text) <= max_tokens * MAX_PIECE_CHARS and len(text.split(None, max_tokens)) <= max_tokens
+
+
+def few_pairs_warning(pairs: int) -> str:
+    """The warning for a run on few pairs, the same in the CLI and the app."""
+    return (f"only {pairs:,} training pair{'s' if pairs != 1 else ''}: a model learns little more than "
+            f"these sentences from under {defaults.FEW_PAIRS:,} (the shipped models saw tens of thousands)")
+
+
+def _left_out(n: int, total: int, why: str, lines: Sequence[int], what: str = "pairs") -> str:
+    where = f" (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}{', …' if n > len(lines) else ''})" \
+        if lines else ""
+    return f"{n:,} of {total:,} {what} left out: {why}{where}"
+
+
 def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, on_step: Callback | None = None,
-                    device: str | torch.device | None = None, world: World | None = None
-                    ) -> tuple[ModelBundle, TrainResult]:
+                    device: str | torch.device | None = None, world: World | None = None,
+                    note: Callable[[str], None] | None = None) -> tuple[ModelBundle, TrainResult]:
     """The CLI's `train`: a toy task or a TSV, with the given options over the defaults, on `device`
-    (default: `args.device`, else auto), as one rank of `world` (None: alone)."""
+    (default: `args.device`, else auto), as one rank of `world` (None: alone); `note` hears what the data
+    preparation left out (translation_setup)."""
+
     device = device if device is not None else getattr(args, "device", "auto")
     name = args.name or Path(args.out).name.removesuffix(".safetensors")
     if args.task:
@@ -168,7 +210,8 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
                     for key, value in TRANSLATION_DATA_DEFAULTS.items()}
     bundle, data, _ = translation_setup(args.data, name, model_options, seed=train_options.get("seed", 0),
                                         src_lang=args.src_lang, tgt_lang=args.tgt_lang, **data_options,
-                                        max_vocab=args.vocab_size, extra=extra, extra_repeat=args.extra_repeat)
+                                        max_vocab=args.vocab_size, extra=extra, extra_repeat=args.extra_repeat,
+                                        note=note)
     cfg = TrainConfig(**translation_run(train_options, len(data.train_pairs), getattr(args, "epochs", None)))
     trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world)
     try:
