@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -73,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--data", help="a TSV file to train on: source<TAB>target[<TAB>attribution] per line")
     t.add_argument("--out", required=True, help="checkpoint path (.safetensors is added if missing); give the "
                                                 "same path to --checkpoint later")
+    t.add_argument("--overwrite", action="store_true", help="replace the --out file if it exists (without it, an "
+                                                            "existing file is refused before training)")
     t.add_argument("--name", help="model name stored in the checkpoint (default: the file's stem)")
     toy = defaults.CLI_TOY
     t.add_argument("--attention", choices=defaults.ATTENTIONS, default=toy["attention"], help="the score function")
@@ -244,14 +248,52 @@ def _device_notice(device: torch.device, progress: ConsoleProgress) -> Callable[
     return on_step
 
 
+class _Interrupt:
+    """Ctrl-C (SIGINT) or SIGTERM during `train`: the first, once training has begun, stops it after the current
+    step, so the best weights so far are saved; before training, or a second time, it interrupts at once."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.signal: int | None = None
+        self.training = False
+        self._old: dict[int, object] = {}
+
+    def __enter__(self) -> "_Interrupt":
+        if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self._old[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for number, old in self._old.items():
+            signal.signal(number, old)  # type: ignore[arg-type]
+
+    def _handle(self, number: int, frame: object) -> None:
+        if not self.training or self.stop.is_set():
+            raise KeyboardInterrupt
+        self.signal = number
+        self.stop.set()
+        sys.stderr.write(f"\n{signal.Signals(number).name}: stopping after this step to save the best weights so "
+                         "far (again: quit without saving)\n")
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """One process, N processes on this machine (--processes), or one rank of a torchrun launch: the same
     training in each (explorer/training/distributed.py); rank 0 alone prints progress and writes the checkpoint."""
+    with _Interrupt() as interrupt:
+        return _train_here(args, interrupt)
+
+
+def _train_here(args: argparse.Namespace, interrupt: _Interrupt) -> int:
     import os
 
+    from explorer.checkpoints.checkpoint import target_path
     from explorer.training import distributed
     from explorer.engine.devices import pick_device
     from explorer.training.recipes import auto_threads
+    out = target_path(args.out)
+    if not args.overwrite and os.path.lexists(out):
+        raise ExplorerError(f"--out {out} exists: give --overwrite to replace it, or another --out")
     device = pick_device(args.device)
     idle = auto_threads()
     if distributed.under_torchrun():
@@ -261,7 +303,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         world = distributed.from_environment(device)
         try:
-            return _train_rank(args, world, args.threads or max(1, idle // local))
+            return _train_rank(args, world, args.threads or max(1, idle // local), interrupt)
         except RuntimeError as exc:  # a collective another rank never joined (DDP's all_reduce in backward)
             if distributed.is_collective_failure(exc):
                 raise distributed.DistributedError(distributed.stopped_message(exc)) from exc
@@ -276,11 +318,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     if processes > 1 and device.type != "cpu":
         raise ExplorerError("--processes is for the CPU: train on several GPUs with torchrun --nproc-per-node N")
     threads = args.threads or max(1, idle // processes)
-    return distributed.run_ranks(processes, device, lambda world: _train_rank(args, world, threads))
+    return distributed.run_ranks(processes, device, lambda world: _train_rank(args, world, threads, interrupt))
 
 
-def _train_rank(args: argparse.Namespace, world, threads: int) -> int:
-    """Train as rank `world.rank` of `world.size`; rank 0 writes the checkpoint (atomically) and the summary."""
+def _train_rank(args: argparse.Namespace, world, threads: int, interrupt: _Interrupt) -> int:
+    """Train as rank `world.rank` of `world.size`; rank 0 writes the checkpoint (atomically) and the summary;
+    an interrupted run saves its best weights so far and exits 128 + the signal's number."""
     import torch
 
     from explorer.checkpoints import checkpoint
@@ -291,9 +334,13 @@ def _train_rank(args: argparse.Namespace, world, threads: int) -> int:
     progress = ConsoleProgress(quiet=args.quiet or not world.leader)
     # rank 0 writes: a second training to the same --out is refused now, not overwritten at its end
     with checkpoint.writer(args.out) if world.leader else contextlib.nullcontext():
-        bundle, result = train_from_args(args, on_eval=progress.on_eval,
-                                         on_step=_device_notice(world.device, progress), device=world.device,
-                                         world=world, note=lambda text: progress.message(f"note: {text}"))
+        shown = _device_notice(world.device, progress)
+
+        def on_step(p) -> None:
+            interrupt.training = True
+            shown(p)
+        bundle, result = train_from_args(args, on_eval=progress.on_eval, on_step=on_step, device=world.device,
+                                         stop=interrupt.stop, world=world, note=lambda text: progress.message(f"note: {text}"))
         if not world.leader:
             return 0
         path = checkpoint.save(bundle, args.out, half=args.half)
@@ -302,6 +349,12 @@ def _train_rank(args: argparse.Namespace, world, threads: int) -> int:
     print(json.dumps({"checkpoint": str(path), "device": world.device.type, "processes": result.processes,
                       "steps": result.steps, "examples": result.examples, "seconds": round(result.seconds, 2),
                       "stopped_because": result.reason, **m.to_dict()}))
+    if interrupt.signal is not None and result.reason == "stopped":
+        best = result.history[-1].get("restored_best_from_step", result.steps) if result.history else result.steps
+        sys.stderr.write(f"interrupted at step {result.steps:,}: saved the weights of step {best:,} (the best "
+                         f"validation so far, token accuracy {m.token_accuracy:.3f}) to {path}; go on with "
+                         f"train --resume {path}\n")
+        return 128 + interrupt.signal
     return 0
 
 

@@ -8,14 +8,23 @@ few steps.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from explorer.__main__ import main
+from explorer.checkpoints import checkpoint
 from explorer.data import subwords
 from explorer.training.recipes import MAX_PIECE_CHARS, may_fit, translation_setup
 from tests import pig_latin
 
+REPO = Path(__file__).resolve().parent.parent
 TINY = {"embed": 8, "hidden": 16, "attn_dim": 8}
 QUICK = ["--steps", "2", "--batch-size", "8", "--embed", "8", "--hidden", "16", "--attn-dim", "8",
          "--eval-every", "2", "--eval-samples", "8", "--threads", "1", "--processes", "1"]
@@ -77,3 +86,104 @@ def test_a_few_pairs_train_with_a_warning(tmp_path, capsys):
     assert main(["train", "--data", str(path), *QUICK, "--out", str(tmp_path / "m")]) == 0
     err = capsys.readouterr().err
     assert "note: only 5 training pairs: a model learns little more than these sentences" in err
+
+
+# --- the CLI keeps work ------------------------------------------------------------------------------
+
+TOY = ["--task", "copy", "--min-len", "1", "--max-len", "5", "--embed", "8", "--hidden", "16", "--attn-dim", "8",
+       "--batch-size", "16", "--eval-every", "5", "--eval-samples", "16", "--threads", "1", "--processes", "1"]
+
+
+def cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "explorer", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def interrupted(out: Path, which: int) -> tuple[subprocess.Popen, str, str]:
+    """A CLI training to `out`, sent `which` after a few evaluations."""
+    run = cli("train", *TOY, "--steps", "100000", "--out", str(out))
+    try:
+        assert run.stderr.readline().startswith("training on")
+        time.sleep(3)  # a few evaluations: a best validation to keep
+        run.send_signal(which)
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    return run, stdout, stderr
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory) -> Path:
+    """The checkpoint a CLI training interrupted by Ctrl-C saved."""
+    out = tmp_path_factory.mktemp("interrupted") / "stopped"
+    run, stdout, stderr = interrupted(out, signal.SIGINT)
+    assert run.returncode == 128 + signal.SIGINT, stderr
+    assert "Traceback" not in stderr
+    saved = out.with_name("stopped.safetensors")
+    assert f"to {saved}; go on with train --resume {saved}" in stderr
+    assert json.loads(stdout)["stopped_because"] == "stopped"
+    return saved
+
+
+def test_ctrl_c_saves_the_best_weights_so_far_and_info_reads_them(stopped):
+    info = subprocess.run([sys.executable, "-m", "explorer", "info", "--checkpoint", str(stopped)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["training"]["stopped_because"] == "stopped"
+
+
+def test_sigterm_saves_too(tmp_path):
+    run, stdout, stderr = interrupted(tmp_path / "term", signal.SIGTERM)
+    assert run.returncode == 128 + signal.SIGTERM, stderr
+    assert "SIGTERM: stopping after this step" in stderr
+    assert checkpoint.load(str(tmp_path / "term")).training["stopped_because"] == "stopped"
+
+
+def test_out_onto_an_existing_file_asks_for_overwrite(tmp_path, capsys):
+    args = ["train", *TOY, "--steps", "2", "--quiet", "--out", str(tmp_path / "m")]
+    assert main(args) == 0
+    before = (tmp_path / "m.safetensors").read_bytes()
+    capsys.readouterr()
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (f"error: --out {tmp_path / 'm.safetensors'} exists: give --overwrite to replace it, "
+                                 "or another --out\n")
+    assert (tmp_path / "m.safetensors").read_bytes() == before
+    assert main([*args, "--overwrite", "--seed", "5"]) == 0
+    assert (tmp_path / "m.safetensors").read_bytes() != before
+
+
+def test_a_stopped_run_that_keeps_its_best_ends_on_the_best_validation_weights():
+    import torch
+
+    from explorer.data.tasks import TaskSpec
+    from explorer.training.recipes import train_task
+    from explorer.training.train import TrainConfig
+    stop, kept = threading.Event(), {}
+
+    def on_eval(p) -> None:
+        kept[p.step] = (p.metrics.token_accuracy, {k: v.clone() for k, v in bundle_ref[0].model.state_dict().items()})
+
+    def on_step(p) -> None:
+        if p.step == 21:  # spoil the weights: the last ones are now the worst
+            with torch.no_grad():
+                for w in bundle_ref[0].model.parameters():
+                    w.zero_()
+        if p.step == 23:
+            stop.set()
+    bundle_ref: list = []
+    real_init = __import__("explorer.training.train", fromlist=["Trainer"]).Trainer.__init__
+
+    def remember(self, bundle, *args, **kwargs):
+        bundle_ref.append(bundle)
+        real_init(self, bundle, *args, **kwargs)
+    cfg = TrainConfig(steps=1000, batch_size=8, eval_every=10, eval_samples=16, lr=3e-2, seed=1, plateau_patience=0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("explorer.training.train.Trainer.__init__", remember)
+        bundle, _, result = train_task(TaskSpec("copy", 1, 4, "abc"), "c", TINY, cfg, on_step=on_step,
+                                       on_eval=on_eval, stop=stop, keep_best=True)
+    assert result.reason == "stopped" and result.steps == 23
+    best_step = max((10, 20), key=lambda step: kept[step][0])
+    assert result.history[-1]["restored_best_from_step"] == best_step
+    for key, value in bundle.model.state_dict().items():
+        assert torch.equal(value, kept[best_step][1][key]), key

@@ -62,16 +62,17 @@ def _pick(args: argparse.Namespace, base: dict[str, Any], names: dict[str, str])
 def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: TrainConfig,
                on_step: Callback | None = None, on_eval: Callback | None = None,
                stop: threading.Event | None = None, device: str | torch.device | None = "auto",
-               world: World | None = None, probe: bool = False) -> tuple[ModelBundle, Trainer, TrainResult]:
+               world: World | None = None, probe: bool = False, keep_best: bool = False
+               ) -> tuple[ModelBundle, Trainer, TrainResult]:
     """Build a fresh model for a toy task and train it (on `device`, see devices.pick_device; as one rank
     of a `world`, see distributed.py). `probe`: trace the probe input at each evaluation for `on_eval`
-    (Progress.probe); off by default, as the CLI shows no trace."""
+    (Progress.probe); off by default, as the CLI shows no trace. `keep_best`: see Trainer."""
     bundle, task = new_task_bundle(spec, name, seed=cfg.seed, **model_options)
     cfg = task_config(cfg, task)
     data = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
     trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, stop=stop,
                       probe=trace_probe if probe else None, device=device,
-                      world=world)
+                      world=world, keep_best=keep_best)
     return bundle, trainer, trainer.run()
 
 
@@ -187,10 +188,11 @@ def _left_out(n: int, total: int, why: str, lines: Sequence[int], what: str = "p
 
 def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, on_step: Callback | None = None,
                     device: str | torch.device | None = None, world: World | None = None,
-                    note: Callable[[str], None] | None = None) -> tuple[ModelBundle, TrainResult]:
+                    note: Callable[[str], None] | None = None, stop: threading.Event | None = None
+                    ) -> tuple[ModelBundle, TrainResult]:
     """The CLI's `train`: a toy task or a TSV, with the given options over the defaults, on `device`
     (default: `args.device`, else auto), as one rank of `world` (None: alone); `note` hears what the data
-    preparation left out (translation_setup)."""
+    preparation left out (translation_setup); `stop` ends the run on its best validation's weights so far."""
 
     device = device if device is not None else getattr(args, "device", "auto")
     name = args.name or Path(args.out).name.removesuffix(".safetensors")
@@ -198,7 +200,7 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
         model_options, cfg = task_settings(args)
         spec = TaskSpec(args.task, args.min_len, args.max_len, args.alphabet)
         bundle, trainer, result = train_task(spec, name, model_options, cfg, on_step=on_step, on_eval=on_eval,
-                                             device=device, world=world)
+                                             device=device, world=world, stop=stop, keep_best=stop is not None)
         trainer.close()
         return bundle, result
     model_options, train_options = translation_settings(args)
@@ -213,7 +215,8 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
                                         max_vocab=args.vocab_size, extra=extra, extra_repeat=args.extra_repeat,
                                         note=note)
     cfg = TrainConfig(**translation_run(train_options, len(data.train_pairs), getattr(args, "epochs", None)))
-    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world)
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world, stop=stop,
+                      keep_best=stop is not None)
     try:
         result = trainer.run()
     finally:

@@ -406,10 +406,12 @@ class Trainer:
     def __init__(self, bundle: ModelBundle, data: DataSource, cfg: TrainConfig,
                  on_step: Callback | None = None, on_eval: Callback | None = None,
                  stop: threading.Event | None = None, probe: Probe | None = None,
-                 device: str | torch.device | None = "auto", world: World | None = None) -> None:
+                 device: str | torch.device | None = "auto", world: World | None = None,
+                 keep_best: bool = False) -> None:
         self.bundle, self.data, self.cfg = bundle, data, cfg
         self.on_step, self.on_eval = on_step, on_eval
         self.stop = stop or threading.Event()
+        self.keep_best = keep_best  # a stopped run ends on its best scheduled validation's weights (the CLI's Ctrl-C)
         self.probe = probe
         self.world = world if world is not None and world.size > 1 else None
         self.device = self.world.device if self.world is not None else pick_device(device)
@@ -487,11 +489,11 @@ class Trainer:
         at 0 for a while on long inputs), its weights when a plateau may stop the run, and two counts of
         evaluations without a better one: one halves the learning rate (`plateau_patience`, counted again after
         each halving), one stops the run (`stop_patience`). All are in `state`, so a Continue goes on counting."""
-        if not (self.cfg.plateau_patience or self.cfg.stop_patience):
+        if not (self.cfg.plateau_patience or self.cfg.stop_patience or self.keep_best):
             return
         if metrics.token_accuracy > self._best_token_accuracy:
             self._best_token_accuracy, self._stale_for_lr, self._evaluations_since_best = metrics.token_accuracy, 0, 0
-            if self.cfg.stop_patience:
+            if self.cfg.stop_patience or self.keep_best:
                 self._best_weights = (self.step, {k: v.detach().to("cpu", copy=True)
                                                   for k, v in self.model.state_dict().items()})
             return
@@ -725,6 +727,8 @@ class Trainer:
                     break
             if self.last_metrics is None or self.history[-1]["step"] != self.step:
                 self.evaluate_now(loss)
+            if reason == "stopped" and self.keep_best and self.last_metrics.token_accuracy < self._best_token_accuracy:
+                self._restore_best()
         finally:  # a failed step or callback must not leave a shared model in training mode (dropout on)
             self.model.eval()
             self.model.draw_dropout_from(None)
