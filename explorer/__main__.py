@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from explorer import defaults
 from explorer.cli_checks import check_args
 from explorer.errors import ExplorerError
+from explorer.outside_text import check_arguments, lines
 from explorer.training.progress import ConsoleProgress, fmt_seconds
 
 if TYPE_CHECKING:  # torch is imported by the commands that need it (startup time)
@@ -371,6 +372,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                  on_progress=lambda done, total: progress.on_count(done, total, "pairs"))
     if args.data is not None and progress.started is not None:
         progress.message(f"done: {report['n']:,} pairs scored in {fmt_seconds(progress.clock() - progress.started)}")
+    if "bleu_note" in report:  # BLEU says nothing here: exact match and chrF lead, and the note says why
+        first = [key for key in ("n", "exact_match", "chrf") if key in report]
+        report = {**{key: report[key] for key in first}, **report}
     if args.json:
         print(json.dumps(report))
     else:
@@ -421,9 +425,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
         print(done.text)
         return 0
     status = 0
-    for number, line in enumerate(sys.stdin, start=1):
-        line = line.rstrip("\n").rstrip("\r")
+    for number, line in lines(sys.stdin.buffer):
         try:
+            if isinstance(line, ExplorerError):
+                raise line
             done = translate_one(bundle, line, beam=args.beam)
             text = done.text
             if done.unknown:
@@ -457,6 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = {"train": cmd_train, "eval": cmd_eval, "trace": cmd_trace,
                "translate": cmd_translate, "info": cmd_info}[args.command]
     try:
+        check_arguments(args)
         check_args(args)
         return handler(args)
     except ExplorerError as exc:

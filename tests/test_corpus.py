@@ -321,3 +321,13 @@ def test_a_line_too_long_to_be_a_sentence_pair_is_skipped_unread():
     assert corpus.problems == (Problem(2, f"longer than {MAX_LINE_BYTES:,} bytes"),)
     with pytest.raises(ExplorerError, match="longer than"):
         load_tsv_bytes(b"x" * (MAX_LINE_BYTES + 1) + b"\ty\n")
+
+
+def test_bleu_on_one_token_targets_says_it_cannot_mean_anything():
+    from explorer.data.corpus import translation_scores
+    digits = [str(n) for n in range(40)]
+    scores = translation_scores(digits, digits, "en")
+    assert scores["chrf"] == 100.0 and scores["bleu"] < 1.0
+    assert scores["bleu_note"].startswith("100% of the references are shorter than 4 tokens")
+    sentences = ["the cat sees the dog today"] * 3
+    assert "bleu_note" not in translation_scores(sentences, sentences, "en")

@@ -187,3 +187,42 @@ def test_a_stopped_run_that_keeps_its_best_ends_on_the_best_validation_weights()
     assert result.history[-1]["restored_best_from_step"] == best_step
     for key, value in bundle.model.state_dict().items():
         assert torch.equal(value, kept[best_step][1][key]), key
+
+
+
+# --- metrics that do not mislead ---------------------------------------------------------------------
+
+ONES = "zero one two three four five six seven eight nine".split()
+TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def number_words(n: int) -> str:
+    if n < 10:
+        return ONES[n]
+    if n < 20:
+        return ("ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split())[n - 10]
+    if n < 100:
+        return TENS[n // 10] + ("" if n % 10 == 0 else " " + ONES[n % 10])
+    return ONES[n // 100] + " hundred" + ("" if n % 100 == 0 else " " + number_words(n % 100))
+
+
+def numbers_file(path: Path, n: int = 400) -> Path:
+    path.write_text("".join(f"{number_words(i)}\t{i}\n" for i in range(n)))
+    return path
+
+
+def test_the_default_probe_of_a_numbers_file_is_a_number_of_several_words(tmp_path):
+    _bundle, data, _ = translation_setup(numbers_file(tmp_path / "n.tsv").read_bytes(), "n", TINY)
+    assert len(data.probe_text().split()) >= 4, data.probe_text()
+
+
+def test_eval_on_one_token_targets_explains_bleu_and_leads_with_exact_match_and_chrf(tmp_path, capsys):
+    numbers = numbers_file(tmp_path / "numbers.tsv")
+    assert main(["train", "--data", str(numbers), *QUICK, "--out", str(tmp_path / "m"), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(tmp_path / "m"), "--data", str(numbers), "--samples", "50",
+                 "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0].strip() for line in lines[:3]] == ["n", "exact_match", "chrf"]
+    note = next(line for line in lines if line.strip().startswith("bleu_note"))
+    assert "100% of the references are shorter than 4 tokens" in note and "exact match and chrF" in note

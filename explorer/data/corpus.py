@@ -409,6 +409,21 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str], lan
     bleu = sacrebleu.metrics.BLEU(tokenize="zh" if _is_chinese(language) else "13a")
     chrf = sacrebleu.metrics.CHRF()
     refs = [list(references)]
-    return {"bleu": round(float(bleu.corpus_score(list(hypotheses), refs).score), 2),
-            "chrf": round(float(chrf.corpus_score(list(hypotheses), refs).score), 2),
-            "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}
+    scores: dict[str, object] = {"bleu": round(float(bleu.corpus_score(list(hypotheses), refs).score), 2),
+                                 "chrf": round(float(chrf.corpus_score(list(hypotheses), refs).score), 2),
+                                 "bleu_signature": str(bleu.get_signature()),
+                                 "chrf_signature": str(chrf.get_signature())}
+    short = sum(len(bleu.tokenizer(r).split()) < BLEU_ORDER for r in references) / len(references)
+    if short >= 0.5:
+        scores["bleu_note"] = bleu_note(short)
+    return scores
+
+
+BLEU_ORDER = 4  # BLEU's longest n-gram: a reference shorter than this has no 4-gram to match
+
+
+def bleu_note(short_share: float) -> str:
+    """Why BLEU says little when most references are shorter than its 4-grams (the same words everywhere)."""
+    return (f"{100 * short_share:.0f}% of the references are shorter than {BLEU_ORDER} tokens, and BLEU multiplies "
+            f"the precisions of 1- to {BLEU_ORDER}-token runs: with no {BLEU_ORDER}-token run to match it is near 0 "
+            "even for perfect output. Read exact match and chrF instead")

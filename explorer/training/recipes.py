@@ -157,12 +157,18 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
         if 1 <= len(src) <= max_tokens and 1 <= len(tgt) <= max_tokens:
             valid_kept.append((s, t))
             valid_tok.append(to_pair(src, tgt))
-    probe = next((s for s, _t in train_text if 6 <= len(s.split()) <= 9), train_text[0][0])
+    probe = next((s for s, _t in train_text if 6 <= len(s.split()) <= 9), None) or default_probe(train_text)
     usual = [to_pair(s, t) for s, t in train_tok]
     data = PairData(usual, valid_tok, probe, spelt_afresh((src_sub, tgt_sub), [text for text, _ in kept], usual,
                                                           to_pair, subword_dropout, max_tokens, max_tokens))
     bundle.examples = pick_examples(bundle, valid_kept)
     return bundle, data, valid_kept
+
+
+def default_probe(pairs: Sequence[tuple[str, str]]) -> str:
+    """A probe for a file of short sentences: its first longest source of at most 9 words (one word, as in
+    "zero" of a numbers file, shows no alignment at all)."""
+    return max((s for s, _ in pairs if len(s.split()) <= 9), key=lambda s: len(s.split()), default=pairs[0][0])
 
 
 MAX_PIECE_CHARS = 32  # a side longer than max_tokens * this cannot be spelt in max_tokens pieces of usual words
