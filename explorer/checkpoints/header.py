@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from explorer.errors import ExplorerError
-from explorer.engine.model import MAX_LENGTH, ModelConfig
+from explorer.outside_text import valid_strings
+from explorer.engine.config import MAX_LENGTH, ModelConfig
 from explorer.data.tasks import DATE_MAX_SOURCE_LEN, ISO_LEN, TaskSpec, make_task
 from explorer.data.vocab import Vocab
 
@@ -234,6 +235,7 @@ def _check_examples(examples: Any) -> tuple[tuple[str, str], ...]:
 
 def check_info(info: dict[str, Any]) -> Info:
     """Every field of a readable config checked; ExplorerError naming the first problem."""
+    valid_strings(info, "the config")  # a JSON "\ud800" escape is a lone surrogate no text function takes
     for key, kind in (("name", str), ("saved_at", str), ("parameters", int)):
         value = info.get(key)
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool)

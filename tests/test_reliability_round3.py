@@ -1,0 +1,174 @@
+"""Issue 44's classes, each generated rather than listed: text that is not valid UTF-8 from every way in,
+checkpoints `train` would write and then refuse, `--out` problems, tokenizer definitions, URL parameters
+and numeric options, torchrun's environment, planted lock links, and app job slots.
+
+Every case ends in exit 0 or 2 with one line on stderr (CLI) or an ExplorerError (engine), never
+"internal error" and never a trained model lost.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from explorer.__main__ import main
+from explorer.checkpoints import checkpoint
+from explorer.data.tasks import TaskSpec
+from explorer.errors import ExplorerError
+from explorer.outside_text import check_arguments, decode, lines, valid_strings, valid_text
+from explorer.training.train import new_task_bundle
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cli(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code)
+
+
+def assert_refused(rc: int, out: str, err: str, message: str) -> None:
+    assert rc == 2, (rc, err)
+    assert "Traceback" not in out + err and "internal error" not in err
+    assert err.endswith("\n") and err.count("\n") == 1, f"not one line: {err!r}"
+    assert err.startswith("error: ") and message in err, err
+
+
+def run_cli(args: list[str | bytes], stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    """The CLI in a fresh process, arguments as raw bytes (as a terminal in another encoding passes them)."""
+    env = {**os.environ, "PYTHONUTF8": "0", "LC_ALL": "C.UTF-8"}
+    return subprocess.run([sys.executable, "-m", "explorer", *args], cwd=REPO, input=stdin, capture_output=True,
+                          timeout=120, env=env)
+
+
+def small_bundle():
+    return new_task_bundle(TaskSpec("copy", 1, 6), "m", seed=1, embed=4, hidden=8, attn_dim=4)[0]
+
+
+@pytest.fixture(scope="module")
+def good_bytes() -> bytes:
+    return checkpoint.to_bytes(small_bundle())
+
+
+def edited(data: bytes, edit) -> bytes:
+    """The checkpoint with its readable config edited, written as our own writer would (ensure_ascii=False
+    cannot write a lone surrogate, so the JSON escape is what a crafted file holds)."""
+    tensors = st_load(data)
+    header = json.loads(data[8: 8 + int.from_bytes(data[:8], "little")])
+    info = json.loads(header["__metadata__"]["explorer"])
+    edit(info)
+    return st_save(tensors, metadata={"explorer": json.dumps(info)})
+
+
+# --- 1. text from outside ----------------------------------------------------------------------------
+
+surrogates = st.integers(0xD800, 0xDFFF).map(chr)
+valid = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+
+
+@given(valid, surrogates, valid)
+@settings(max_examples=200, deadline=None)
+def test_a_lone_surrogate_anywhere_is_refused_with_its_position(before, bad, after):
+    text = before + bad + after
+    with pytest.raises(ExplorerError, match=f"at character {len(before) + 1:,}"):
+        valid_text(text, "--input")
+    with pytest.raises(ExplorerError, match="not valid UTF-8"):
+        valid_strings({"examples": [[text, "x"]]}, "the config")
+    with pytest.raises(ExplorerError, match="not valid UTF-8"):
+        valid_strings({text: 1}, "the config")
+
+
+@given(valid)
+@settings(max_examples=200, deadline=None)
+def test_valid_text_passes_unchanged(text):
+    assert valid_text(text, "x") is text
+    assert decode(text.encode("utf-8"), "x") == text
+
+
+@given(st.binary(max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_any_bytes_decode_or_are_refused_with_one_message(data):
+    try:
+        text = decode(data, "the line")
+    except ExplorerError as exc:
+        assert "not valid UTF-8" in str(exc) and "\n" not in str(exc)
+    else:
+        assert text.encode("utf-8") == data
+
+
+@given(st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=8))
+@settings(max_examples=200, deadline=None)
+def test_stdin_lines_are_numbered_bounded_and_never_raise(raw_lines):
+    stream = io.BytesIO(b"\n".join(raw_lines) + b"\n")
+    got = list(lines(stream, max_bytes=20))
+    assert [n for n, _ in got] == list(range(1, len(raw_lines) + 1))
+    for raw, (_, text) in zip(raw_lines, got):
+        if len(raw) > 20:
+            assert isinstance(text, ExplorerError) and "over 20 bytes" in str(text)
+        elif isinstance(text, ExplorerError):
+            assert "not valid UTF-8" in str(text)
+        else:
+            assert text.encode("utf-8") == raw.removesuffix(b"\r")
+
+
+def test_arguments_from_a_latin1_terminal_are_refused_by_name():
+    import argparse
+    args = argparse.Namespace(command="trace", input="caf\udce9", mask=[1], pin=["1:\udcff"])
+    with pytest.raises(ExplorerError, match="--input is not valid UTF-8 text \\(the byte 0xE9 at character 4\\)"):
+        check_arguments(args)
+    args.input = "café"
+    with pytest.raises(ExplorerError, match="--pin"):
+        check_arguments(args)
+
+
+@pytest.mark.parametrize("args", [
+    [b"translate", b"--checkpoint", b"reverse", b"--input", b"caf\xe9"],
+    [b"train", b"--task", b"reverse", b"--steps", b"2", b"--out", b"{tmp}/caf\xe9"],
+    [b"train", b"--task", b"copy", b"--steps", b"2", b"--alphabet", b"ab\xff", b"--out", b"{tmp}/x"],
+    [b"info", b"--checkpoint", b"{tmp}/\xff\xfe"],
+], ids=["input", "out", "alphabet", "checkpoint"])
+def test_undecodable_arguments_exit_2_with_one_line_before_any_work(tmp_path, args):
+    args = [a.replace(b"{tmp}", os.fsencode(tmp_path)) for a in args]
+    result = run_cli(args)
+    err = result.stderr.decode()
+    assert result.returncode == 2, err
+    assert err.count("\n") == 1 and "not valid UTF-8 text" in err and "internal error" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stdin_lines_with_stray_bytes_or_no_end_are_reported_per_line():
+    stdin = b"123\n\xff\xfe123\n" + b"1" * 200_000 + b"\n4567\n"
+    result = run_cli(["translate", "--checkpoint", "reverse"], stdin=stdin)
+    err = result.stderr.decode()
+    assert result.returncode == 0, err
+    assert result.stdout.decode().split("\n") == ["321", "", "", "7654", ""]
+    assert "line 2: the line is not valid UTF-8 text (the byte 0xFF at byte 1)" in err
+    assert "line 3: the line is over 100,000 bytes" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("field", ["name", "saved_at", "examples", "training", "metrics", "key"])
+def test_crafted_text_fields_with_lone_surrogates_exit_2_in_info(good_bytes, tmp_path, capsys, field):
+    def edit(info):
+        if field == "examples":
+            info["examples"] = [["ab\ud800", "ba"]]
+        elif field in ("training", "metrics"):
+            info[field] = {"note": "x\udfff"}
+        elif field == "key":
+            info["training"] = {"\ud834": 1}
+        else:
+            info[field] = "m\udc80"
+    path = tmp_path / "crafted.safetensors"
+    path.write_bytes(edited(good_bytes, edit))
+    assert_refused(cli(["info", "--checkpoint", str(path)]), *capsys.readouterr(), "is not valid UTF-8 text")
