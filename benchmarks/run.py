@@ -288,7 +288,8 @@ def worker_precision(p: dict) -> dict:
     import random
     import torch
     threads = set_threads(p.get("threads"))
-    from explorer.engine.model import ModelConfig, seeded_model
+    from explorer.engine.model import ModelConfig
+    from explorer.engine.seeding import seeded_model
     from explorer.training.optim import Adam
     from explorer.training.train import Pair, batch_loss
     from explorer.training.training_forward import TrainingForward

@@ -25,7 +25,8 @@ import torch
 
 from explorer.checkpoints import checkpoint
 from explorer.engine.bundle import ModelBundle
-from explorer.engine.model import ATTENTIONS, CELLS, ModelConfig, Seq2Seq
+from explorer.defaults import ATTENTIONS, CELLS
+from explorer.engine.model import ModelConfig, Seq2Seq
 from explorer.training.recipes import train_task
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import TrainConfig, TrainResult

@@ -21,7 +21,8 @@ import torch
 from explorer.checkpoints import checkpoint
 from explorer.engine.bundle import ModelBundle
 from explorer.data.corpus import build_vocab, filter_pairs, load_tsv, tokenizer_for
-from explorer.engine.model import ModelConfig, Seq2Seq, seeded_model
+from explorer.engine.model import ModelConfig, Seq2Seq
+from explorer.engine.seeding import seeded_model
 from explorer.training.recipes import translation_setup
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import new_task_bundle

@@ -10,7 +10,8 @@ import torch
 from explorer.__main__ import main
 from explorer.checkpoints import checkpoint
 from explorer.engine import fused
-from explorer.engine.model import ModelConfig, seeded_model
+from explorer.engine.model import ModelConfig
+from explorer.engine.seeding import seeded_model
 from explorer.training.training_forward import TrainingForward
 from tests.test_fused import batch, graph_nodes
 

@@ -1,5 +1,6 @@
-"""embed_dropout: dropout on the looked-up embeddings while training, the same masks on training's fast path
-as on the reference model, and nothing changed in what a trained model computes."""
+"""embed_dropout: dropout on the looked-up embeddings while training, the same masks on training's fused path
+as on its stepwise one (every step through the reference's decode_step), and nothing changed in what a trained
+model computes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import torch
 
 from explorer.checkpoints import checkpoint
 from explorer.engine import fused
-from explorer.engine.model import ModelConfig, seeded_model
+from explorer.engine.model import ModelConfig
+from explorer.engine.seeding import seeded_model
+from explorer.engine.teacher_forced import teacher_forced
 from explorer.errors import ExplorerError
 from explorer.training.training_forward import TrainingForward
 from test_cli import assert_refused, decoded, run_cli
@@ -20,7 +23,10 @@ def pass_with_masks(model, use_fused: bool, seed: int = 5):
     model.zero_grad(set_to_none=True)
     model.draw_dropout_from(torch.Generator().manual_seed(seed))
     src, lengths, tgt = batch(model.cfg)
-    logits, alphas = (TrainingForward(model) if use_fused else model)(src, lengths, tgt)
+    if use_fused:
+        logits, alphas = TrainingForward(model)(src, lengths, tgt)
+    else:
+        logits, alphas = teacher_forced(model, model.encode(src, lengths), tgt)
     assert ("DecoderLoopBackward" in graph_nodes(logits)) == use_fused
     (logits.sin().sum() + alphas.square().sum()).backward()
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}

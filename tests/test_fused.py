@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from explorer.engine import fused
-from explorer.engine.model import ModelConfig, Seq2Seq, seeded_model
+from explorer.engine.model import ModelConfig, Seq2Seq
+from explorer.engine.seeding import seeded_model
 from explorer.training.training_forward import TrainingForward
 
 B, S, T = 6, 7, 9
@@ -41,12 +42,15 @@ def graph_nodes(tensor: torch.Tensor) -> set[str]:
 
 def run(model: Seq2Seq, use_fused: bool, loss_of=lambda logits, alphas: logits.sin().sum()):
     """Logits, weights and every parameter's gradient of one teacher-forced pass: training's (fused) or the
-    reference model's."""
+    reference model's, at the real positions (the reference also computes past a row's target; the loss
+    ignores those)."""
     model.zero_grad(set_to_none=True)
     src, lengths, tgt = batch(model.cfg)
     logits, alphas = (TrainingForward(model) if use_fused else model)(src, lengths, tgt)
     assert ("DecoderLoopBackward" in graph_nodes(logits)) == use_fused
     assert ("GRUScanBackward" in graph_nodes(logits)) == use_fused
+    real = (tgt != 0).unsqueeze(-1)  # (B, T, 1)
+    logits, alphas = logits * real, alphas * real
     loss_of(logits, alphas).backward()
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     return logits.detach(), alphas.detach(), grads
@@ -132,6 +136,8 @@ def test_other_models_train_through_decode_step_with_the_reference_models_number
         logits, alphas = forward(src, lengths, tgt)
         assert "DecoderLoopBackward" not in graph_nodes(logits)
         assert ("GRUScanBackward" in graph_nodes(logits)) == (forward is not model and cfg.cell == "gru")
+        real = (tgt != 0).unsqueeze(-1)  # the real positions: the reference also computes past a row's target
+        logits, alphas = logits * real, None if alphas is None else alphas * real
         logits.sin().sum().backward()
         grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
         results.append((logits.detach(), alphas.detach() if alphas is not None else None, grads))

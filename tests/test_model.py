@@ -10,9 +10,10 @@ import torch
 from explorer.engine import fused
 from explorer.engine.decoding import batch_sources, decode
 from explorer.errors import ExplorerError
+from explorer.engine import model as model_module
+from explorer.engine.layers import Dropout, lstm_by_layer
 from explorer.engine.model import (
     Control,
-    Dropout,
     ModelConfig,
     Seq2Seq,
     UnsharedRNN,
@@ -20,8 +21,9 @@ from explorer.engine.model import (
     count_parameters,
     reverse_within_length,
     rnn_parameter_count,
-    seeded_model,
 )
+from explorer.engine.seeding import seeded_model
+from explorer.engine.teacher_forced import teacher_forced
 from explorer.data.vocab import EOS_ID, PAD_ID, SOS_ID
 
 # Digit ids are 4..13 in the copy vocabulary; three inputs of different lengths, padded into one batch.
@@ -281,9 +283,11 @@ def test_forward_with_teacher_forcing_zero_feeds_the_models_own_guesses(make_ran
         torch.testing.assert_close(logits[0, t], greedy.steps[t].logits[0])
 
 
-def test_teacher_forced_forward_gives_each_row_what_its_own_steps_give(random_bundle):
-    """The training pass skips rows whose target is over and sorts rows by target length internally:
-    at every real position it must equal decode_step run on that row alone, in the caller's row order."""
+@pytest.mark.parametrize("batched", [False, True], ids=["forward", "teacher_forced"])
+def test_teacher_forced_forward_gives_each_row_what_its_own_steps_give(random_bundle, batched):
+    """The reference forward, and training's batched path (which skips rows whose target is over and sorts rows by
+    target length internally): at every real position each equals decode_step run on that row alone, in the
+    caller's row order."""
     model = random_bundle.model
     targets = [[4, 5], [6, 7, 8, 9, 10], [11, 12, 13]]  # not sorted by length: forward must put rows back
     src, lengths = batch_sources(SOURCES)
@@ -292,7 +296,8 @@ def test_teacher_forced_forward_gives_each_row_what_its_own_steps_give(random_bu
     for b, y in enumerate(targets):
         tgt_in[b, : len(y) + 1] = torch.tensor([SOS_ID, *y])
     with torch.no_grad():
-        logits, weights = model(src, lengths, tgt_in)
+        logits, weights = (teacher_forced(model, model.encode(src, lengths), tgt_in) if batched
+                           else model(src, lengths, tgt_in))
         for b, y in enumerate(targets):
             alone_src, alone_len = batch_sources([SOURCES[b]])
             memory = model.encode(alone_src, alone_len)
@@ -305,7 +310,8 @@ def test_teacher_forced_forward_gives_each_row_what_its_own_steps_give(random_bu
                     torch.testing.assert_close(weights[b, t, :S], step.weights[0])
                     assert weights[b, t, S:].abs().sum() == 0
                 state, c = step.state, step.context
-            assert logits[b, len(y) + 1:].abs().sum() == 0  # padding: nothing computed, the loss ignores it
+            if batched:
+                assert logits[b, len(y) + 1:].abs().sum() == 0  # padding: nothing computed, the loss ignores it
 
 
 # --- configuration --------------------------------------------------------------------------------
@@ -352,7 +358,7 @@ def test_no_attention_without_attention_size_is_fine():
     ModelConfig(src_vocab=14, tgt_vocab=14, attention="none", attn_dim=0)
 
 
-def test_a_multi_layer_lstm_encoder_trained_with_its_own_generator_computes_what_nn_lstm_does():
+def test_a_multi_layer_lstm_encoder_trained_with_its_own_generator_computes_what_nn_lstm_does(monkeypatch):
     """With a Trainer's generator set, a 2-layer LSTM encoder runs layer by layer (its dropout masks come
     from that generator, not torch's shared one): with the masks switched off it equals nn.LSTM's own
     result, values and gradients, on a padded batch in any order."""
@@ -371,8 +377,7 @@ def test_a_multi_layer_lstm_encoder_trained_with_its_own_generator_computes_what
     encoder.dropout.generator = torch.Generator().manual_seed(1)
     encoder.dropout.p = 0.0  # the layer-by-layer path (nn.LSTM's own dropout is still set), masks off
     calls = []
-    original = encoder._lstm_by_layer
-    encoder._lstm_by_layer = lambda packed: calls.append(1) or original(packed)
+    monkeypatch.setattr(model_module, "lstm_by_layer", lambda *args: calls.append(1) or lstm_by_layer(*args))
     h, (hn, cn) = encoder(src, lengths)
     assert calls, "the layer-by-layer path ran"
     grads = torch.autograd.grad(h.sum() + hn.sum() + cn.sum(), list(encoder.rnn.parameters()))

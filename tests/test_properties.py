@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from explorer.app import views
 from explorer.errors import ExplorerError
-from explorer.engine.model import ATTENTIONS, CELLS
+from explorer.defaults import ATTENTIONS, CELLS
 from explorer.data.tasks import TaskSpec, make_task
 from explorer.engine.trace import Intervention, trace
 from explorer.data.vocab import UNK

@@ -17,7 +17,7 @@ from explorer.engine.bundle import ModelBundle, Prepared
 from explorer.engine.decoding import beam_search, greedy_batch, strip_output
 from explorer.errors import ExplorerError
 from explorer.engine.lengths import output_cap, output_caps
-from explorer.engine.model import ATTENTIONS, CELLS
+from explorer.defaults import ATTENTIONS, CELLS
 from explorer.record import Intervention, Trace, first_difference
 from explorer.engine.trace import trace
 from explorer.data.vocab import EOS, EOS_ID, SOS_ID

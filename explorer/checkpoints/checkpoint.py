@@ -25,7 +25,8 @@ from explorer import storage
 from explorer.engine.bundle import ModelBundle
 from explorer.errors import ExplorerError
 from explorer.checkpoints.header import MAX_HEADER_BYTES, JsonRefused, check_info, check_tensors, parse_json
-from explorer.engine.model import Seq2Seq, seeded_model
+from explorer.engine.model import Seq2Seq
+from explorer.engine.seeding import seeded_model
 from explorer.data.subwords import SubwordTokenizer
 from explorer.data.vocab import Vocab
 

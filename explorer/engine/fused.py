@@ -38,7 +38,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from explorer.engine.model import Memory, Seq2Seq, by_target_length, padding_mask, stacked_rows
+from explorer.engine.model import Memory, Seq2Seq, padding_mask
+from explorer.engine.teacher_forced import by_target_length, read_out_steps, stacked_rows
 
 
 def applies(model: Any) -> bool:
@@ -65,7 +66,7 @@ def gru_input(model: Any, tgt_in: Tensor, place: Tensor) -> Tensor:
     tgt_in.view(B·T) -> (N, 3H).
 
     While embed_dropout is on, the embeddings are looked up and dropped out over tgt_in whole, as
-    `Seq2Seq._stepwise` does, so the masks are the reference's own (same generator, same order of draws).
+    `teacher_forced.stepwise` does, so the masks are the reference's own (same generator, same order of draws).
     """
     cell = model.cells[0]
     E = model.cfg.embed
@@ -453,4 +454,4 @@ def teacher_forced(model: Seq2Seq, memory: Memory, tgt_in: Tensor) -> tuple[Tens
     sorted_memory = batch.memory
     top, context, flat = decoder_loop(model, gi_e, sorted_memory.s0[0], sorted_memory.keys, sorted_memory.values,
                                       sorted_memory.mask, batch.running)
-    return model.read_out_steps(batch, top, context, flat)
+    return read_out_steps(model, batch, top, context, flat)

@@ -11,121 +11,25 @@ Notation follows the article (DESIGN §1):
 Sizes: B batch, S source length, T target length, E embedding, H hidden, D attention size, V vocabulary.
 This is the reference: everything that decodes (greedy, beam, traces, interventions) calls
 `Seq2Seq.decode_step`, and `Seq2Seq.forward` (teacher-forced training) runs the same steps. Training may
-choose a faster path to the same numbers (explorer/training/training_forward.py, explorer/engine/fused.py);
-tests/test_fused.py holds it to this module's values and gradients.
+choose a faster path to the same numbers (explorer/training/training_forward.py, explorer/engine/fused.py,
+explorer/engine/teacher_forced.py); tests/test_fused.py holds it to this module's values and gradients.
+The config and its checks are in explorer/engine/config.py; the blocks that are not equations in layers.py.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
-import threading
-from dataclasses import asdict, dataclass
 from typing import NamedTuple, Union
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from explorer.engine.config import ModelConfig
+from explorer.engine.layers import Dropout, embedding, lstm_by_layer
 from explorer.errors import ExplorerError
-from explorer.defaults import ATTENTIONS, CELLS
-from explorer.data.vocab import PAD_ID
-
-MAX_LENGTH = 4096  # longest max_src_len / max_tgt_len: a config from a file must not make decoding endless
 
 State = Union[Tensor, tuple[Tensor, Tensor]]  # (L, B, H), or (h, c) for LSTM
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Architecture; stored as JSON inside every checkpoint."""
-
-    src_vocab: int
-    tgt_vocab: int
-    embed: int = 32
-    hidden: int = 128
-    attn_dim: int = 64  # D: size of q_t, k_i, v_i
-    cell: str = "gru"
-    layers: int = 1
-    bidirectional: bool = False
-    attention: str = "dot"
-    max_src_len: int = 64  # longest input accepted (the unshared RNN has exactly this many W_t)
-    max_tgt_len: int = 72  # decoding cap, <eos> included
-    dropout: float = 0.0
-    embed_dropout: float = 0.0  # training only: dropout on the looked-up embeddings of x_i and y_{t-1}
-
-    def __post_init__(self) -> None:
-        # Types first: a config read from a file may hold anything JSON can. Whole numbers of any
-        # integer type (numpy's too) are stored as int, so the config always writes back as JSON.
-        counts = ("src_vocab", "tgt_vocab", "embed", "hidden", "attn_dim", "layers", "max_src_len", "max_tgt_len")
-        problems = []
-        for name in counts:
-            value = getattr(self, name)
-            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-                object.__setattr__(self, name, int(value))
-            else:
-                problems.append(f"{name} must be a whole number, got {value!r}")
-        if not isinstance(self.bidirectional, bool):
-            problems.append(f"bidirectional must be true or false, got {self.bidirectional!r}")
-        for name in ("dropout", "embed_dropout"):
-            value = getattr(self, name)
-            if isinstance(value, numbers.Real) and not isinstance(value, bool):
-                object.__setattr__(self, name, float(value))
-            else:
-                problems.append(f"{name} must be a number, got {value!r}")
-        if problems:
-            raise ExplorerError("; ".join(problems))
-        if self.cell not in CELLS:
-            problems.append(f"cell must be one of {', '.join(CELLS)}, got {self.cell!r}")
-        if self.attention not in ATTENTIONS:
-            problems.append(f"attention must be one of {', '.join(ATTENTIONS)}, got {self.attention!r}")
-        for name in ("src_vocab", "tgt_vocab", "embed", "hidden", "layers", "max_src_len", "max_tgt_len"):
-            if int(getattr(self, name)) < 1:
-                problems.append(f"{name} must be at least 1")
-        for name in ("max_src_len", "max_tgt_len"):
-            if getattr(self, name) > MAX_LENGTH:
-                problems.append(f"{name} must be at most {MAX_LENGTH}")
-        if self.attention != "none" and self.attn_dim < 1:
-            problems.append("attn_dim must be at least 1")
-        if self.cell == "unshared" and (self.layers != 1 or self.bidirectional):
-            problems.append("the unshared RNN has one layer and one direction")
-        for name in ("dropout", "embed_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                problems.append(f"{name} must be in [0, 1)")
-        if problems:
-            raise ExplorerError("; ".join(problems))
-
-    @property
-    def memory_size(self) -> int:
-        """Size of an encoder state h_i (both directions concatenated)."""
-        return self.hidden * (2 if self.bidirectional else 1)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "ModelConfig":
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
-
-
-class Dropout(nn.Dropout):
-    """nn.Dropout that draws its masks from `generator` while one is set (a Trainer sets its own).
-
-    torch's default generator is one per process, shared by every thread: two sessions training at
-    once would take each other's draws, and one seed would no longer give one set of weights.
-    Without a generator it is nn.Dropout itself. Masks are drawn in the elements' logical order, whatever
-    the memory layout of x: equal inputs get equal masks however they were computed (nn.GRU's batch-first
-    output is a transposed view; training's GRU encoder in explorer/fused.py writes a plain one).
-    """
-
-    generator: torch.Generator | None = None
-
-    def forward(self, x: Tensor) -> Tensor:
-        if not self.training or self.p == 0.0 or self.generator is None:
-            return super().forward(x)
-        keep = x.new_empty(x.shape).bernoulli_(1.0 - self.p, generator=self.generator)
-        return x * keep / (1.0 - self.p)
 
 
 class UnsharedRNN(nn.Module):
@@ -181,21 +85,6 @@ def _reorder(x: Tensor, rows: Tensor) -> Tensor:
     return x.reshape(B * S, F).index_select(0, rows).view(B, S, F)
 
 
-def _lstm_weight_names(dirs: int, bias: bool) -> list[str]:
-    """nn.LSTM's parameter names for its first layer (weight_ih_l0, ..., bias_hh_l0_reverse)."""
-    kinds = ("weight", "bias") if bias else ("weight",)
-    return [f"{kind}_{part}_l0{suffix}"
-            for suffix in ("", "_reverse")[:dirs] for kind in kinds for part in ("ih", "hh")]
-
-
-def _embedding(count: int, dim: int) -> nn.Embedding:
-    """An embedding table (the padding row stays zero). On the meta device, where checkpoint loading builds
-    a storage-less skeleton to check shapes, its random init is skipped: those numbers are never used."""
-    if torch.get_default_device().type == "meta":
-        return nn.Embedding(count, dim, padding_idx=PAD_ID, _weight=torch.empty(count, dim))
-    return nn.Embedding(count, dim, padding_idx=PAD_ID)
-
-
 def _looked_up(embed: nn.Embedding, dropout: Dropout, ids: Tensor) -> Tensor:
     """embed(ids), through `dropout` when it has a rate (embed_dropout; Dropout does nothing outside training)."""
     x = embed(ids)
@@ -215,7 +104,7 @@ class Encoder(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.embed = _embedding(cfg.src_vocab, cfg.embed)
+        self.embed = embedding(cfg.src_vocab, cfg.embed)
         self.dropout = Dropout(cfg.dropout)
         self.embed_dropout = Dropout(cfg.embed_dropout)
         dirs = 2 if cfg.bidirectional else 1
@@ -239,7 +128,7 @@ class Encoder(nn.Module):
         if self.cfg.cell == "lstm":
             packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
             own_masks = self.training and self.rnn.dropout > 0 and self.dropout.generator is not None
-            out, final = self._lstm_by_layer(packed) if own_masks else self.rnn(packed)
+            out, final = lstm_by_layer(self.rnn, packed, self.dropout) if own_masks else self.rnn(packed)
             h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, S, dirs*H)
             return h, final  # (h, c), each (L*dirs, B, H)
         B, S, _ = x.shape
@@ -267,34 +156,6 @@ class Encoder(nn.Module):
     def embedded(self, src: Tensor) -> Tensor:
         """The embeddings of x_1..x_S (B, S) -> (B, S, E), through embed_dropout while training."""
         return _looked_up(self.embed, self.embed_dropout, src)
-
-    def _lstm_by_layer(self, packed: PackedSequence) -> tuple[PackedSequence, State]:
-        """nn.LSTM's own computation (its kernel, its weights), one layer at a time, with this encoder's
-        Dropout between the layers: nn.LSTM draws those masks from torch's shared generator, so two
-        trainings at once took each other's draws. Only while training with a generator set.
-
-        Each layer runs a one-layer nn.LSTM (built on the meta device, no storage) with that layer's
-        weights put in by torch.func.functional_call, so gradients reach this encoder's own parameters."""
-        rnn = self.rnn
-        dirs = 2 if rnn.bidirectional else 1
-        sizes = packed.batch_sizes
-        x = PackedSequence(packed.data, sizes)  # in sorted order; the final states are put back in order below
-        zeros = x.data.new_zeros(dirs, int(sizes[0]), rnn.hidden_size)
-        hs, cs = [], []
-        for layer in range(rnn.num_layers):
-            with torch.device("meta"):
-                shell = nn.LSTM(rnn.input_size if layer == 0 else dirs * rnn.hidden_size, rnn.hidden_size,
-                                bias=rnn.bias, bidirectional=rnn.bidirectional)
-            weights = {name: getattr(rnn, name.replace("_l0", f"_l{layer}"))
-                       for name in _lstm_weight_names(dirs, rnn.bias)}
-            x, (h, c) = torch.func.functional_call(shell, weights, (x, (zeros, zeros)))
-            hs.append(h)
-            cs.append(c)
-            if layer + 1 < rnn.num_layers:
-                x = PackedSequence(self.dropout(x.data), sizes)
-        order = packed.unsorted_indices  # final states back in the batch's order, as nn.LSTM returns them
-        final = (torch.cat(hs).index_select(1, order), torch.cat(cs).index_select(1, order))
-        return PackedSequence(x.data, sizes, packed.sorted_indices, order), final
 
     def cell_weights(self, layer: int = 0, direction: int = 0) -> dict[str, Tensor]:
         """The RNN unit's parameters (W_ih, W_hh, b_ih, b_hh) for teaching by hand; not for LSTM or unshared."""
@@ -383,7 +244,7 @@ class Seq2Seq(nn.Module):
         self.encoder = Encoder(cfg)
         # A bidirectional encoder's final states (2H) are mapped to the decoder's size H.
         self.bridge = nn.Linear(cfg.memory_size, H) if cfg.bidirectional else None
-        self.embed = _embedding(cfg.tgt_vocab, cfg.embed)
+        self.embed = embedding(cfg.tgt_vocab, cfg.embed)
         attends = cfg.attention != "none"
         cell_class = {"rnn": nn.RNNCell, "gru": nn.GRUCell, "lstm": nn.LSTMCell, "unshared": nn.RNNCell}[cfg.cell]
         first_in = cfg.embed + (D if attends else 0)  # [y_{t-1}; c_{t-1}]
@@ -395,7 +256,7 @@ class Seq2Seq(nn.Module):
 
     def draw_dropout_from(self, generator: torch.Generator | None) -> None:
         """Dropout masks from `generator` (None: torch's default), also between a multi-layer LSTM
-        encoder's layers (Encoder._lstm_by_layer)."""
+        encoder's layers (layers.lstm_by_layer)."""
         for module in self.modules():
             if isinstance(module, Dropout):
                 module.generator = generator
@@ -515,11 +376,10 @@ class Seq2Seq(nn.Module):
         """forward() after the encoder: every decoder step through `decode_step`.
 
         With teacher_forcing < 1, each step feeds the model's own previous guess with that
-        probability's complement (one coin per step for the whole batch).
+        probability's complement (one coin per step for the whole batch; none drawn under full teacher forcing).
+        Training takes explorer/engine/teacher_forced.py's batched path to the same numbers.
         """
         B, T = tgt_in.shape
-        if teacher_forcing >= 1.0:
-            return self._teacher_forced(memory, tgt_in)
         state, c = memory.s0, self.initial_context(B, tgt_in.device)
         y = tgt_in[:, 0]
         outputs, weights = [], []
@@ -530,108 +390,9 @@ class Seq2Seq(nn.Module):
                 weights.append(step.weights)
             state, c = step.state, step.context
             if t + 1 < T:
-                use_truth = torch.rand((), generator=generator).item() < teacher_forcing
+                use_truth = teacher_forcing >= 1.0 or torch.rand((), generator=generator).item() < teacher_forcing
                 y = tgt_in[:, t + 1] if use_truth else step.logits.argmax(-1)
         return torch.stack(outputs, 1), (torch.stack(weights, 1) if weights else None)
-
-    def _teacher_forced(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
-        """decode_training() with every y_{t-1} known: each step runs only the rows whose target is not over yet.
-
-        Rows are taken longest target first (`by_target_length`), so the rows still running at step t are a
-        prefix of the batch and every step works on views; finished rows' outputs stay zero (the loss
-        ignores padding). The embeddings and the readout run once for all steps; the steps run through
-        `decode_step` (`_stepwise`).
-        """
-        batch = by_target_length(memory, tgt_in)
-        top, context, flat = self._stepwise(batch.memory, batch.tgt_in, batch.running)
-        return self.read_out_steps(batch, top, context, flat)
-
-    def read_out_steps(self, batch: "SortedBatch", top: Tensor, context: Tensor | None,
-                       flat: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        """Step 4 for every running row of every step, laid out as the caller's batch: s_t (N, H), c_t (N, D)
-        and α_t (N, S), stacked step after step -> logits (B, T, V) and weights (B, T, S), zero where a row's
-        target is over."""
-        B, T = batch.tgt_in.shape
-        packed = self.readout(top, context)  # (N, V)
-        logits = packed.new_zeros(B * T, packed.shape[-1]).index_copy(0, batch.place, packed).view(B, T, -1)
-        alphas = None
-        if flat is not None:
-            alphas = flat.new_zeros(B * T, flat.shape[-1]).index_copy(0, batch.place, flat).view(B, T, -1)
-        if batch.back is not None:
-            logits = logits.index_select(0, batch.back)
-            alphas = alphas.index_select(0, batch.back) if alphas is not None else None
-        return logits, alphas
-
-    def _stepwise(self, memory: Memory, tgt_in: Tensor,
-                  running: list[int]) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """The teacher-forced steps through `decode_step`: s_t, c_t and α_t of the running rows of every
-        step, one step's rows after another's (N, ·)."""
-        B = tgt_in.shape[0]
-        # y_{t-1}'s embeddings looked up at once and split by step (the backward pass stacks T slices once).
-        embedded = self.embedded(tgt_in).unbind(1)  # T x (B, E)
-        state, c = memory.s0, self.initial_context(B, tgt_in.device)
-        views: dict[int, Memory] = {B: memory}  # the memory of the first n rows
-        tops, contexts, weights = [], [], []
-        for t, n in enumerate(running):
-            if n not in views:
-                cut = lambda x: None if x is None else x[:n]  # noqa: E731
-                views[n] = Memory(memory.h[:n], cut(memory.keys), cut(memory.values), memory.mask[:n], None)
-            c = c[:n] if c is not None else None
-            state = (state[0][:, :n], state[1][:, :n]) if self.is_lstm else state[:, :n]
-            step = self.decode_step(tgt_in[:n, t], state, c, views[n], embedded=embedded[t][:n], readout=False)
-            tops.append(step.s)
-            if step.weights is not None:
-                weights.append(step.weights)
-                contexts.append(step.context)
-            state, c = step.state, step.context
-        return torch.cat(tops), (torch.cat(contexts) if contexts else None), (torch.cat(weights) if weights else None)
-
-
 def padding_mask(src: Tensor, lengths: Tensor) -> Tensor:
     """(B, S) True where a real token is: position i < the sequence's length."""
     return torch.arange(src.shape[1], device=src.device).unsqueeze(0) < lengths.to(src.device).unsqueeze(1)
-
-
-def stacked_rows(running: list[int] | tuple[int, ...], device: torch.device) -> tuple[Tensor, Tensor]:
-    """For each row of the (N, ·) stacks, the batch row and the step it belongs to: step t's rows
-    [0, running[t]) follow step t-1's. Row b at step t of a (B, W) layout is then rows * W + steps."""
-    rows = torch.cat([torch.arange(n, device=device) for n in running])
-    steps = torch.cat([torch.full((n,), t, device=device) for t, n in enumerate(running)])
-    return rows, steps
-
-
-class SortedBatch(NamedTuple):
-    """A teacher-forced batch with its rows longest target first (`by_target_length`)."""
-
-    memory: Memory  # the encoder's memory, rows in the sorted order
-    tgt_in: Tensor  # (B, T) decoder inputs, sorted
-    running: list[int]  # rows still running at each step (a prefix of the sorted rows)
-    place: Tensor  # (N,) where each stacked row goes in the (B * T, ·) outputs: row b at step t is b * T + t
-    back: Tensor | None  # the order back to the caller's rows; None when they were sorted already
-
-
-def by_target_length(memory: Memory, tgt_in: Tensor) -> SortedBatch:
-    """The batch sorted longest target first, with the rows running at each step and where they go."""
-    B, T = tgt_in.shape
-    steps = (tgt_in != PAD_ID).sum(1)  # (B,) decoder steps per row: <sos> and the target
-    order = torch.argsort(steps, descending=True, stable=True)
-    in_order = bool((order == torch.arange(B, device=order.device)).all())
-    if not in_order:
-        memory, tgt_in, steps = memory.select(order), tgt_in.index_select(0, order), steps.index_select(0, order)
-    running = (steps.unsqueeze(0) > torch.arange(T, device=steps.device).unsqueeze(1)).sum(1).tolist()
-    running = [n for n in running if n]
-    rows, at = stacked_rows(running, tgt_in.device)
-    return SortedBatch(memory, tgt_in, running, rows * T + at, None if in_order else torch.argsort(order))
-
-
-# torch's default generator is one per process, shared by every thread: each session's script and
-# each training job. Whoever seeds it and then draws (initialising a model) holds this lock, so two
-# sessions building a model with the same seed at the same moment both get the weights of a lone run.
-SEED_LOCK = threading.RLock()
-
-
-def seeded_model(cfg: ModelConfig, seed: int) -> Seq2Seq:
-    """A freshly initialised model whose weights depend only on `seed`, even while other threads draw."""
-    with SEED_LOCK:
-        torch.manual_seed(seed)
-        return Seq2Seq(cfg)

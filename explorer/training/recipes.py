@@ -20,7 +20,8 @@ from explorer import defaults
 from explorer.engine.bundle import ModelBundle
 from explorer.defaults import LARGE_MODEL, TASK_MODEL_DEFAULTS, TASK_TRAIN_DEFAULTS, TRANSLATION_DATA_DEFAULTS
 from explorer.errors import ExplorerError
-from explorer.engine.model import ModelConfig, seeded_model
+from explorer.engine.model import ModelConfig
+from explorer.engine.seeding import seeded_model
 from explorer.training.distributed import World, usable_cores
 from explorer.training.probes import trace_probe
 from explorer.data.tasks import TaskSpec

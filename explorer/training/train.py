@@ -21,7 +21,8 @@ from explorer.engine.decoding import greedy_batch, strip_output
 from explorer.engine.devices import pick_device
 from explorer.training.distributed import World
 from explorer.errors import ExplorerError
-from explorer.engine.model import SEED_LOCK, ModelConfig, Seq2Seq, seeded_model
+from explorer.engine.model import ModelConfig, Seq2Seq
+from explorer.engine.seeding import SEED_LOCK, seeded_model
 from explorer.training.training_forward import TrainingForward
 from explorer.training.optim import Adam
 from explorer.data.tasks import Task, TaskSpec, argmax_hits, make_task

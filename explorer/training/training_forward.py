@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from explorer.engine import fused
+from explorer.engine import fused, teacher_forced
 from explorer.engine.model import Seq2Seq
 
 
@@ -25,8 +25,9 @@ class TrainingForward(nn.Module):
 
     Under autograd: the encoder through `fused.encode` (a GRU encoder as `GRUScan`, keys and values of the
     real positions only) and, under full teacher forcing where `fused.applies` (a one-layer GRU decoder with
-    attention), the decoder steps as one `DecoderLoop`; other decoders run `Seq2Seq.decode_training`
-    (every step through `decode_step`). Without autograd it is the reference model itself.
+    attention), the decoder steps as one `DecoderLoop`; other decoders under full teacher forcing run
+    `teacher_forced.teacher_forced` (every step through `decode_step`, the embeddings and readout batched), and
+    under partial teacher forcing `Seq2Seq.decode_training`. Without autograd it is the reference model itself.
     """
 
     def __init__(self, model: Seq2Seq, bf16: bool = False) -> None:
@@ -51,4 +52,6 @@ class TrainingForward(nn.Module):
         memory = fused.encode(model, src, lengths)
         if teacher_forcing >= 1.0 and fused.applies(model):
             return fused.teacher_forced(model, memory, tgt_in)
+        if teacher_forcing >= 1.0:
+            return teacher_forced.teacher_forced(model, memory, tgt_in)
         return model.decode_training(memory, tgt_in, teacher_forcing, generator)
