@@ -29,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.write(f"error: {message} (see {self.prog} --help)\n")
         raise SystemExit(2)
 
 
@@ -38,7 +38,8 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
     the help text itself, so "(default: None)" is never printed."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
-        if action.default in (None, False, []) or isinstance(action, argparse._HelpAction):
+        if action.default is None or action.default is False or action.default == [] \
+                or isinstance(action, argparse._HelpAction):  # `in (None, False)` hid a default of 0 (0 == False)
             return action.help or ""
         return super()._get_help_string(action)
 
@@ -205,7 +206,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--pin", action="append", default=[], metavar="T:I",
                    help="put all of step T's attention on input position I (both from 1; repeatable)")
     r.add_argument("--force", action="append", default=[], metavar="T:TOKEN",
-                   help="make TOKEN the output chosen at step T (from 1; repeatable)")
+                   help="make TOKEN the output chosen at step T (from 1; repeatable): an output token of the model; "
+                        "a translation model's pieces that start a word begin with ▁, and a word typed without it "
+                        "is taken as its one piece (--force 1:Nous forces ▁Nous)")
     r.add_argument("--json", action="store_true", help="print the whole trace as JSON (its arrays are indexed "
                                                        "from 0, as JSON arrays are; its 'intervention' counts from 1)")
 
@@ -390,7 +393,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     bundle = checkpoint.load(args.checkpoint)
     pins = tuple((t, _from_one(int(v), "--pin position")) for t, v in  # cli_checks: whole numbers
                  (_pair_arg(p, "pin") for p in args.pin))
-    forced = tuple(_pair_arg(f, "force") for f in args.force)
+    from explorer.engine.trace import output_piece
+    forced = tuple((t, output_piece(bundle, token)) for t, token in (_pair_arg(f, "force") for f in args.force))
     masked = tuple(_from_one(i, "--mask position") for i in args.mask)
     intervention = Intervention(args.temperature, masked, pins, forced)
     tr = trace(bundle, args.input, intervention, target=args.target)

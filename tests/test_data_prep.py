@@ -226,3 +226,44 @@ def test_eval_on_one_token_targets_explains_bleu_and_leads_with_exact_match_and_
     assert [line.split(":")[0].strip() for line in lines[:3]] == ["n", "exact_match", "chrf"]
     note = next(line for line in lines if line.strip().startswith("bleu_note"))
     assert "100% of the references are shorter than 4 tokens" in note and "exact match and chrF" in note
+
+
+# --- the CLI's small things ----------------------------------------------------------------------------
+
+def test_the_command_alone_points_at_help(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == ("error: the following arguments are required: command "
+                                       "(see python -m explorer --help)\n")
+
+
+def test_seed_and_other_zero_defaults_are_shown_in_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "random seed (initial weights, batches, data split) (default: 0)" in text
+
+
+def test_force_takes_a_word_as_its_word_starting_piece(capsys):
+    assert main(["trace", "--checkpoint", "eng-fra", "--input", "We are here.", "--force", "1:Nous", "--json"]) == 0
+    trace = json.loads(capsys.readouterr().out)
+    assert trace["output_tokens"][0] == "\u2581Nous"
+    assert trace["intervention"]["forced"] == [[1, "\u2581Nous"]]
+
+
+def test_a_word_of_several_pieces_is_refused_with_its_spelling(capsys):
+    assert main(["trace", "--checkpoint", "eng-fra", "--input", "We are here.", "--force", "1:Nouszzq"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("error: cannot force 'Nouszzq': the model has no such output token (it spells 'Nouszzq' "
+                          "as \u2581Nous")
+    assert "force one piece, e.g. '\u2581Nous'" in err
+
+
+def test_output_piece_finds_a_words_one_piece_and_leaves_the_rest():
+    from explorer.engine.trace import output_piece
+    bundle = checkpoint.load("eng-fra")
+    assert output_piece(bundle, "Nous") == output_piece(bundle, "\u2581Nous") == "\u2581Nous"
+    assert output_piece(bundle, "Nouszzq") == "Nouszzq"
+    assert output_piece(checkpoint.load("reverse"), "7") == "7"

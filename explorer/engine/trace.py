@@ -50,6 +50,23 @@ def _controls(intervention: Intervention, source_len: int, steps: int,
 
 
 @torch.inference_mode()
+def output_piece(bundle: ModelBundle, token: str) -> str:
+    """The output token to force for what a user typed: the token itself when the model has it, else the one
+    piece a subword model spells the word as ("Nous" is "▁Nous"); unchanged otherwise (trace says why)."""
+    if token in bundle.tgt_vocab or bundle.subwords is None:
+        return token
+    pieces = bundle.tokenize_target(token)
+    return pieces[0] if len(pieces) == 1 else token
+
+
+def _spelt(bundle: ModelBundle, token: str) -> str:
+    """How a subword model spells a word it has no single piece for, for the refusal's message."""
+    if bundle.subwords is None or not token.strip():
+        return ""
+    pieces = bundle.tokenize_target(token)
+    return f" (it spells {token!r} as {' '.join(pieces)}: force one piece, e.g. {pieces[0]!r})" if pieces else ""
+
+
 def trace(bundle: ModelBundle, source: str | Prepared, intervention: Intervention | None = None,
           target: str | Prepared | None = None) -> Trace:
     """Decode one input greedily (or teacher-forced on `target`) and keep every intermediate.
@@ -68,7 +85,7 @@ def trace(bundle: ModelBundle, source: str | Prepared, intervention: Interventio
     forced = {}
     for t, token in intervention.forced:
         if token not in bundle.tgt_vocab:
-            raise ExplorerError(f"cannot force {token!r}: the model has no such output token")
+            raise ExplorerError(f"cannot force {token!r}: the model has no such output token" + _spelt(bundle, token))
         if not 0 <= t < max_len:
             raise ExplorerError(f"cannot force a token at step {t + 1}: decoding has steps 1–{max_len}")
         forced[t] = bundle.tgt_vocab.id(token)
