@@ -162,3 +162,27 @@ def test_the_shipped_translation_twins_draw_bleu_by_sentence_length():
 def comparison_curves():
     from explorer.checkpoints import checkpoint
     return [c for n in ("eng-fra", "eng-fra-none") if (c := comparison.stored_bleu_curve(checkpoint.resolve(n)))]
+
+
+def test_the_side_by_side_view_is_in_the_address_and_a_link_reopens_it(pretrained):
+    """Models A and B and the input are in the URL like Explore's (a Compare link reopened reverse vs
+    reverse-none with the default input)."""
+    at = app_test_run()
+    no_exception(at)
+    assert at.query_params["a"] in (["reverse"], "reverse") and at.query_params["b"] in (["reverse-none"], "reverse-none")
+    linked = app_support.app_test("compare")
+    linked.query_params["a"] = "reverse-none"
+    linked.query_params["b"] = "reverse"
+    linked.query_params["input"] = "12345"
+    linked.run()
+    no_exception(linked)
+    assert (linked.session_state["compare_model_a"], linked.session_state["compare_model_b"],
+            linked.session_state["compare_input"]) == ("reverse-none", "reverse", "12345")
+
+
+def test_a_link_to_a_missing_model_says_so(pretrained):
+    at = app_support.app_test("compare")
+    at.query_params["a"] = "no-such-model"
+    at.run()
+    no_exception(at)
+    assert any("no-such-model" in w.value for w in at.warning)

@@ -148,14 +148,19 @@ def test_switching_model_keeps_an_input_the_new_model_reads(models_dir):
     at.selectbox(key="explore_model").set_value("dates")
     ok(at)
     assert state(at, "input") == "31415926"  # the dates model reads digits too (no truth: not a date)
+
+
+def test_switching_from_a_toy_task_to_translation_takes_the_new_models_first_example(models_dir):
+    """Digits a toy model read are no sentence: eng-fra "translated" 25 digits into 3155555555...."""
+    at = open_app(models_dir)
+    toy = state(at, "model")
     at.selectbox(key="explore_model").set_value("tiny-fra")
     ok(at)
-    assert state(at, "input") == "31415926"  # translation reads anything (in pieces)
-    assert not any("<unk>" in w.value for w in at.warning)
-    at.selectbox(key="explore_model").set_value("tiny-words")
+    first = at.pills(key="explore_example").options[0]
+    assert state(at, "input") == first != "31415926"
+    at.selectbox(key="explore_model").set_value(toy)
     ok(at)
-    assert state(at, "input") == "31415926"  # an older word-level model reads it as <unk>
-    assert any("<unk>" in w.value for w in at.warning)
+    assert state(at, "input") == at.pills(key="explore_example").options[0]  # a sentence is no toy input
 
 
 def test_translation_marks_unknown_words(models_dir):

@@ -169,3 +169,16 @@ def test_a_link_opens_a_section_and_section_5_states_the_real_parameter_counts(p
     at.run()
     no_exception(at)
     assert at.warning and [h.value for h in at.header] == [TEXT["en"]["s4"]]
+
+
+def test_a_chinese_link_opens_in_chinese_and_the_address_keeps_the_language(pretrained, quick):
+    """`?section=5&lang=zh` opens section 5 in Chinese (it opened in English), and the address says `lang`."""
+    at = app_support.app_test("learn")
+    at.query_params["section"] = "5"
+    at.query_params["lang"] = "zh"
+    at.run()
+    no_exception(at)
+    assert [h.value for h in at.header] == [TEXT["zh"]["s5"]]
+    at.segmented_control(key="learn_lang").set_value("en").run()
+    assert at.query_params["lang"] in (["en"], "en")
+    assert [h.value for h in at.header] == [TEXT["en"]["s5"]]

@@ -208,6 +208,19 @@ def _reads(bundle: ModelBundle, text: str) -> bool:
         return False
 
 
+def keeps_input(previous: ModelBundle | None, new: ModelBundle, text: str) -> bool:
+    """Whether a model switch keeps the input: the new model reads it without an unknown symbol and it is
+    the same kind of input (a toy task's symbols, or sentences of the same language); digits a copy model
+    read are no sentence for eng-fra."""
+    if not _reads(new, text):
+        return False
+    return previous is None or _input_kind(previous) == _input_kind(new)
+
+
+def _input_kind(bundle: ModelBundle) -> tuple[str, str | None]:
+    return ("task", None) if bundle.languages is None else ("language", bundle.languages[0])
+
+
 def _from_english(bundle: ModelBundle) -> bool:
     """Whether the model translates English into another language (the article's example is such a case)."""
     return bundle.languages is not None and bundle.languages[0] == "en" and bundle.languages[1] != "en"

@@ -17,10 +17,11 @@ from explorer.app.figures.attention import attention_heatmap
 from explorer.app.figures.compare import (METRIC_LABELS, accuracy_by_length_figure, bleu_by_length_figure,
                                      parameter_figure)
 from explorer.app.figures.style import plotly_config
-from explorer.app.pages import common, score_twins
+from explorer.app.pages import common, landing, score_twins
 from explorer.app.engine_link import engine_module
 
 comparison = engine_module("explorer.training.comparison")
+views = engine_module("explorer.app.views")
 
 DEFAULT_INPUT = "3141592653589793238462643"  # 25 digits: inside reverse's training range, hard without attention
 
@@ -211,15 +212,61 @@ def _model_column(name: str, source: str, side: str) -> dict | None:
     return comparison.parameter_breakdown(bundle)
 
 
+URL_KEYS = {"a": "compare_model_a", "b": "compare_model_b", "input": "compare_input"}
+
+
+def _apply_url(names: list[str]) -> None:
+    """Models and input from the address (`?a=eng-fra&b=eng-fra-none&input=...`) on the session's first run."""
+    if st.session_state.get("compare_url_applied"):
+        return
+    st.session_state["compare_url_applied"] = True
+    for param, key in URL_KEYS.items():
+        value = st.query_params.get(param)
+        if value is None:
+            continue
+        if key != "compare_input" and value not in names:
+            st.session_state["compare_url_problem"] = f"the link names a model {value!r} that is not available here"
+            continue
+        st.session_state[key] = value
+
+
+def _sync_url() -> None:
+    """The side-by-side view in the address, so a bookmark reopens it."""
+    for param, key in URL_KEYS.items():
+        value = st.session_state.get(key)
+        if value is not None and st.query_params.get(param) != value:
+            st.query_params[param] = value
+
+
+def _on_model_a() -> None:
+    """A new model A keeps the input only if it reads it (the same kind of input), else takes its first example."""
+    bundle = _bundle(st.session_state.get("compare_model_a", ""))
+    previous = _bundle(st.session_state.get("compare_model_a_shown", ""))
+    if bundle is None:
+        return
+    offered = views.example_inputs(bundle, article=common.is_shipped(st.session_state.get("compare_model_a", "")))
+    if offered and not views.keeps_input(previous, bundle, st.session_state.get("compare_input") or ""):
+        st.session_state["compare_input"] = offered[0]
+
+
 def side_by_side_section(names: list[str]) -> None:
+    with st.container(key="compare_side_by_side"):
+        _side_by_side(names)
+
+
+def _side_by_side(names: list[str]) -> None:
     st.header("Side by side")
+    _apply_url(names)
+    if "compare_url_problem" in st.session_state:
+        st.warning(st.session_state.pop("compare_url_problem"), icon=":material/link_off:")
     default_a, default_b = _default_pair(names)
     for key, default in (("compare_model_a", default_a), ("compare_model_b", default_b)):
         if st.session_state.get(key) not in names:
             st.session_state[key] = default
     a, b = st.columns(2)
-    name_a = a.selectbox("Model A", names, key="compare_model_a")
+    name_a = a.selectbox("Model A", names, key="compare_model_a", on_change=_on_model_a)
     name_b = b.selectbox("Model B", names, key="compare_model_b")
+    st.session_state["compare_model_a_shown"] = name_a
     if "compare_input" not in st.session_state:
         bundle = _bundle(name_a)
         ok = bundle is not None and bundle.task is not None and bundle.task.name != "dates" \
@@ -230,6 +277,7 @@ def side_by_side_section(names: list[str]) -> None:
     source = left.text_input("Input (the same for both)", key="compare_input")
     mid.number_input("Length", 1, 64, 25, key="compare_length")
     right.button("Random input", key="compare_random", on_click=_set_random_input)
+    _sync_url()
     if "compare_random_error" in st.session_state:
         st.error(st.session_state.pop("compare_random_error"), icon=":material/warning:")
     col_a, col_b = st.columns(2)
@@ -251,6 +299,7 @@ def side_by_side_section(names: list[str]) -> None:
 
 
 def render() -> None:
+    arrived = "side-by-side" if any(param in st.query_params for param in URL_KEYS) else None
     st.title("Compare")
     names = common.model_names()
     if not names:
@@ -263,6 +312,7 @@ def render() -> None:
     side_by_side_section(names)
     st.divider()
     score_twins.section()
+    landing.once("compare", arrived)
 
 
 # --- BLEU and chrF of two translation models ------------------------------------------------------

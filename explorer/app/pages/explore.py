@@ -16,13 +16,13 @@ from dataclasses import replace
 
 import streamlit as st
 
-from explorer.app.pages import beam_panel, common, neighbours_panel
+from explorer.app.pages import beam_panel, common, landing, neighbours_panel
 from explorer.app.pages import explore_panels as panels
 from explorer.app.pages import explore_shared as shared
 from explorer.app.pages import explore_state as state
 from explorer.app.pages import explore_what_if as what_if
 from explorer.app.pages.explore_state import K
-from explorer.record import Trace
+from explorer.record import INTERVENTION_URL_KEYS, Trace
 from explorer.app.engine_link import engine_module
 
 views = engine_module("explorer.app.views")
@@ -40,6 +40,7 @@ def render() -> None:
     if not names:
         st.info("No models yet: shipped checkpoints appear in `pretrained/`, or train one on the Train page.")
         return
+    arrived = landing.explore_fallback(dict(st.query_params), INTERVENTION_URL_KEYS)
     state.apply_url(names)
     if state.get("url_problem"):
         st.warning(state.get("url_problem"), icon=":material/link_off:")
@@ -101,6 +102,7 @@ def render() -> None:
     shared.guarded(neighbours_panel.render, request.model, tr, int(state.get("step", 1)))
     shared.guarded(what_if.render, bundle, request, tr, original)
     shared.guarded(_downloads, tr)
+    landing.once("explore", arrived)
 
 
 def _metric_note(bundle) -> str:

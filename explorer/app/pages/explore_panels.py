@@ -47,22 +47,23 @@ def _draw(request: views.Request, cell: str, attn_dim: int) -> None:
     state.put("step", min(max(int(state.get("step", 1)), 1), T))
     t = int(state.get("step"))
 
-    st.subheader("Step through decoding")
-    _step_bar(t, T)
-    step = t - 1
-    facts = views.step_summary(tr, step)
-    # its own row, never beside the controls: at 1024 px the chosen token wrapped onto a line alone
-    previous, chosen = shared.tok(facts["previous"]), shared.tok(facts["chosen"])
-    st.markdown(f"#### t = {step + 1} of {T}: **{previous}** → **{chosen}**")
-    state.sync_url(request, step + 1)
+    with st.container(key=K + "step_panel"):  # a link with a step lands here (pages/landing.py)
+        st.subheader("Step through decoding")
+        _step_bar(t, T)
+        step = t - 1
+        facts = views.step_summary(tr, step)
+        # its own row, never beside the controls: at 1024 px the chosen token wrapped onto a line alone
+        previous, chosen = shared.tok(facts["previous"]), shared.tok(facts["chosen"])
+        st.markdown(f"#### t = {step + 1} of {T}: **{previous}** → **{chosen}**")
+        state.sync_url(request, step + 1)
 
-    wide = tr.has_attention and len(tr.source_tokens) > 14  # a long input gets the full width
-    if wide:
-        where, right = st.container(), None
-        first, second = st.columns(2, gap="large")
-    else:
-        where, right = st.columns([6, 5], gap="large")
-        first = second = right
+        wide = tr.has_attention and len(tr.source_tokens) > 14  # a long input gets the full width
+        if wide:
+            where, right = st.container(), None
+            first, second = st.columns(2, gap="large")
+        else:
+            where, right = st.columns([6, 5], gap="large")
+            first = second = right
     with where:
         if tr.has_attention:
             st.markdown("**Attention αₜᵢ**: rows are output steps yₜ, columns input tokens xᵢ. "
@@ -188,7 +189,7 @@ def _step_three(tr: Trace, step: int, request: views.Request, attn_dim: int) -> 
     if notes:
         st.info("; ".join(notes), icon=":material/science:")
     # The table has the full width (beside the weights chart its last column was cut at 1024 px).
-    with st.container():
+    with st.container(key=K + "lookup_block"):
         frame = views.lookup_table(tr, step)
         peak_k = float(abs(tr.keys).max()) if tr.keys.size else 1.0
         peak_v = float(abs(tr.values).max()) if tr.values.size else 1.0

@@ -130,17 +130,17 @@ def examples(bundle: Any) -> list[str]:
 
 
 def on_model_change() -> None:
-    """Keep the input if the new model reads it, else take the new model's first example."""
+    """Keep the input if the new model reads it (the same kind of input), else take its first example."""
     try:
         bundle = common.get_model(get("model"))
-        text = get("input") or ""
+        previous = (get("synced") or {}).get("model")
         try:
-            if bundle.prepare(text).unknown and views.own_examples(bundle):  # words it cannot read: its own data
-                put("input", examples(bundle)[0])
+            before = common.get_model(previous) if previous and previous != get("model") else None
         except ExplorerError:
-            offered = examples(bundle)
-            if offered:
-                put("input", offered[0])
+            before = None
+        offered = examples(bundle)
+        if offered and not views.keeps_input(before, bundle, get("input") or ""):
+            put("input", offered[0])
         if get("target"):
             try:
                 bundle.prepare_target(get("target"))

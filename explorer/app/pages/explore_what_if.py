@@ -99,7 +99,7 @@ def render(bundle, request: views.Request, tr: Trace, original: Trace) -> None:
     top[1].button("Reset all", icon=":material/restart_alt:", key=K + "reset", on_click=state.clear_interventions,
                   width="stretch")
     diff = first_difference(original.output_tokens, tr.output_tokens)
-    left, right = st.columns(2, gap="large")
+    left, right = st.container(key=K + "what_if_pair").columns(2, gap="large")  # a what-if link lands here
     with left:
         st.markdown(f"#### Original: {shared.md(views.output_text(bundle, original)) or '∅'}")
         shared.chart(fig_attention.attention_heatmap(original, diff, title="Original α") if attends else

@@ -18,7 +18,7 @@ from explorer.errors import ExplorerError
 from explorer.app.figures import lessons as lfig
 from explorer.app.figures.compare import accuracy_by_length_figure
 from explorer.app.figures.style import plotly_config
-from explorer.app.pages import common, presenter, score_twins
+from explorer.app.pages import common, landing, presenter, score_twins
 from explorer.app.pages.learn_text import LANGUAGES, text
 from explorer.app.engine_link import engine_module
 
@@ -441,14 +441,30 @@ def _tour_bar(t: dict, section: int, where: str) -> None:
                       type="tertiary", icon=":material/last_page:")
 
 
+def _apply_language_url() -> None:
+    """The language from the address (`?lang=zh`): on the session's first run, and whenever the switch has no
+    state (another page was shown), so a shared link keeps it."""
+    wanted = st.query_params.get("lang")
+    first = not st.session_state.get("learn_lang_from_url")
+    st.session_state["learn_lang_from_url"] = True
+    if wanted in LANGUAGES and (first or "learn_lang" not in st.session_state):
+        st.session_state["learn_lang"] = wanted
+    elif "learn_lang" not in st.session_state:
+        st.session_state["learn_lang"] = "en"
+
+
 def render() -> None:
-    lang = st.segmented_control("Language / 语言", list(LANGUAGES), default="en", required=True,
+    arrived = "section" in st.query_params  # a link to a section lands on its figure
+    _apply_language_url()
+    lang = st.segmented_control("Language / 语言", list(LANGUAGES), required=True,
                                 format_func=LANGUAGES.get, key="learn_lang")
     lang = lang or "en"
     t = text(lang)
     _apply_section_url()
     section = int(st.session_state.setdefault("learn_section", 1))
     st.query_params["section"] = str(section)
+    if st.query_params.get("lang") != lang:
+        st.query_params["lang"] = lang
     st.session_state["learn_section_synced"] = str(section)
     st.title(t["title"])
     if section == 1:
@@ -459,7 +475,8 @@ def render() -> None:
         st.session_state["learn_lessons_ready"] = True
     _tour_bar(t, section, "top")
     try:
-        SECTIONS[section - 1](t, lang)
+        with st.container(key="learn_section_body"):
+            SECTIONS[section - 1](t, lang)
     except ExplorerError as exc:
         common.show_problem(exc)
     if section == len(SECTIONS):
@@ -468,3 +485,5 @@ def render() -> None:
     st.divider()
     _tour_bar(t, section, "bottom")
     st.session_state["learn_rendered_lang"] = lang
+    if arrived:
+        landing.once("learn", "bottleneck" if SECTIONS[section - 1] is section_bottleneck else "section")

@@ -18,19 +18,28 @@ import streamlit as st
 KEY = "presenter"
 URL_KEY = "present"
 
-# Texts that must never be cut: a metric (the decoded output) wraps like a paragraph.
+# Texts that must never be cut: a metric (the decoded output) wraps like a paragraph. Formulas: KaTeX's
+# own fonts have no Chinese, so a token such as 我 in a formula falls back to the served Chinese font
+# (the math classes name their own KaTeX fonts and keep them).
 ALWAYS_CSS = """
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] * {
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
   overflow-wrap: anywhere; height: auto !important; line-height: 1.2;
 }
+.katex { font-family: KaTeX_Main, "Times New Roman", "Explorer CJK", serif !important; }
 """
 
+# Every text a room reads at least 16 px: each element keeps its parent's size (1em) unless that is
+# smaller; headings, formulas (KaTeX sizes its sub- and superscripts in em), icons and chart SVG keep theirs.
+# Tables are drawn on a canvas at Streamlit's small size: zoomed as a whole.
 PRESENTER_CSS = """
 [data-testid="stMainBlockContainer"] { padding-top: 3.5rem !important; padding-bottom: 2rem !important; }
 [data-testid="stMainBlockContainer"] .katex { font-size: 1.45em; }
 [class*="_html"][class*="st-key-"], [class*="st-key-"][class*="_timing"] { display: none !important; }
 [data-testid="stCaptionContainer"] { font-size: 1rem; }
+[data-testid="stApp"] *:not(h1, h2, h3, h4, h5, h6, .katex, .katex *, svg, svg *, [data-testid="stIconMaterial"],
+  [data-testid="stIconMaterial"] *, .material-symbols-rounded) { font-size: max(1em, 16px) !important; }
+[data-testid="stDataFrame"] { zoom: 1.1; }
 """
 
 # The keys of the step controls (Streamlit's own button shortcuts, which leave typing in a field alone).
