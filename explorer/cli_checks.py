@@ -45,7 +45,13 @@ def _optional(args: argparse.Namespace, attr: str, check, *bounds: Any, **kw: An
 def _train(args: argparse.Namespace) -> None:
     from explorer.checkpoints.checkpoint import target_path
     lim = CLI_LIMITS
+    from explorer.checkpoints.header import check_language_code, check_text_field
     target_path(args.out)  # a path the file system takes, outside the shipped models
+    if args.name is not None:  # what the checkpoint may hold, before any work (checkpoint.check_savable at the start)
+        check_text_field(args.name, "--name")
+    for attr in ("src_lang", "tgt_lang"):
+        if getattr(args, attr, None) is not None:
+            check_language_code(getattr(args, attr), "--" + attr.replace("_", "-"))
     for attr, hi in (("hidden", lim.max_hidden), ("embed", lim.max_embed), ("attn_dim", lim.max_attn_dim),
                      ("layers", lim.max_layers), ("steps", lim.max_steps), ("batch_size", lim.max_batch)):
         _optional(args, attr, whole, 1, hi)

@@ -172,3 +172,57 @@ def test_crafted_text_fields_with_lone_surrogates_exit_2_in_info(good_bytes, tmp
     path = tmp_path / "crafted.safetensors"
     path.write_bytes(edited(good_bytes, edit))
     assert_refused(cli(["info", "--checkpoint", str(path)]), *capsys.readouterr(), "is not valid UTF-8 text")
+
+
+# --- 2. what train accepts is what a checkpoint may hold --------------------------------------------
+
+texts = st.one_of(st.text(max_size=40), st.text(min_size=990, max_size=1100), st.just("en\nfr"),
+                  st.text(st.characters(), min_size=1, max_size=5).map(lambda t: t * 300))
+
+
+@given(name=texts, note=texts, example=texts)
+@settings(max_examples=60, deadline=None)
+def test_a_model_is_refused_before_training_or_its_checkpoint_loads(name, note, example):
+    bundle = small_bundle()
+    bundle.name, bundle.training = name, {"note": note}
+    bundle.examples = ((example, "x"),)
+    try:
+        checkpoint.check_savable(bundle)
+    except ExplorerError as exc:
+        assert "cannot be saved" in str(exc) and "\n" not in str(exc)
+        return
+    loaded = checkpoint.from_bytes(checkpoint.to_bytes(bundle), "m")
+    assert loaded.training == {"note": note} and loaded.examples == ((example, "x"),)
+
+
+def test_the_trainer_refuses_a_model_it_could_not_save_before_any_step():
+    from explorer.training.train import TaskData, Trainer, TrainConfig
+    bundle = small_bundle()
+    bundle.name = "n" * 5000
+    task = bundle.task_obj
+    with pytest.raises(ExplorerError, match="cannot be saved as a checkpoint: name must be text"):
+        Trainer(bundle, TaskData(task, bundle.src_vocab, bundle.tgt_vocab, 10, 0), TrainConfig(steps=1))
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--name", "n" * 5000, "--name must be text of one line and at most 1,000 characters"),
+    ("--name", "two\nlines", "--name must be text of one line"),
+    ("--src-lang", "en\nfr", "--src-lang must be a language code"),
+    ("--tgt-lang", "../../pretrained/x", "--tgt-lang must be a language code"),
+    ("--tgt-lang", "f" * 5000, "--tgt-lang must be a language code"),
+])
+def test_train_refuses_what_a_checkpoint_may_not_hold_before_any_work(tmp_path, capsys, flag, value, message):
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("go .\tva .\nhello .\tbonjour .\n")
+    assert_refused(cli(["train", "--data", str(tsv), "--out", str(tmp_path / "m"), flag, value]),
+                   *capsys.readouterr(), message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.tsv"]
+
+
+def test_learnt_pieces_stay_within_a_checkpoint_s_vocabulary_entries():
+    from explorer.checkpoints.header import MAX_TOKEN_CHARS
+    from explorer.data.subwords import SubwordTokenizer
+    word = "".join(chr(0x61 + i % 26) for i in range(400))
+    tok = SubwordTokenizer.train([f"{word} {word} go"] * 50, vocab_size=400, min_frequency=2)
+    assert max(map(len, tok.vocab)) <= MAX_TOKEN_CHARS
+    assert "".join(tok.tokenize(word)).replace("\u2581", "") == word

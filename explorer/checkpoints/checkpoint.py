@@ -230,3 +230,19 @@ def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab,
     if pair[0].vocab != src_vocab.tokens or pair[1].vocab != tgt_vocab.tokens:
         raise ExplorerError("the subword tokenizers do not match the stored vocabularies")
     return pair
+
+
+def check_savable(bundle: ModelBundle) -> None:
+    """ExplorerError when `bundle` would be saved as a checkpoint that loading refuses (a name, a language
+    code, a vocabulary entry, an example or a tokenizer out of the header's bounds): training calls it before
+    its first step, so what it accepts is what a checkpoint may hold and no trained model is lost to it."""
+    text = json.dumps(describe(bundle, saved_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+                      ensure_ascii=False)
+    try:
+        checked = check_info(parse_json(text.encode("utf-8"), "config"))
+        _subwords_from_info(checked.tokenizers, checked.src_vocab, checked.tgt_vocab, checked.languages)
+    except UnicodeEncodeError as exc:
+        raise ExplorerError(f"this model cannot be saved: its config holds text that is not valid UTF-8 "
+                            f"({exc.object[exc.start:exc.start + 1]!a})") from None
+    except (ExplorerError, JsonRefused) as exc:
+        raise ExplorerError(f"this model cannot be saved as a checkpoint: {exc}") from None

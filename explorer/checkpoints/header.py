@@ -198,6 +198,22 @@ def _check_task(task: Any, cfg: ModelConfig, src: Vocab, tgt: Vocab) -> TaskSpec
     return spec
 
 
+def check_text_field(value: Any, what: str) -> str:
+    """A short text a checkpoint may hold (a name, a date): at most MAX_TEXT_CHARS characters of one line."""
+    if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or "\n" in value or "\r" in value:
+        shown = f"{len(value):,} characters" if isinstance(value, str) and len(value) > 80 else repr(value)[:80]
+        _fail(f"{what} must be text of one line and at most {MAX_TEXT_CHARS:,} characters, got {shown}")
+    return value
+
+
+def check_language_code(code: Any, what: str) -> str:
+    """A language code a checkpoint may hold: "en", "fr", "zh-Hans", "pt_BR"."""
+    if not isinstance(code, str) or not _LANGUAGE.fullmatch(code):
+        _fail(f"{what} must be a language code such as en, fr or zh-Hans (letters, digits, - or _), "
+              f"got {str(code)[:40]!r}")
+    return code
+
+
 def _check_languages(languages: Any) -> tuple[str, str] | None:
     if languages is None:
         return None
@@ -236,11 +252,12 @@ def _check_examples(examples: Any) -> tuple[tuple[str, str], ...]:
 def check_info(info: dict[str, Any]) -> Info:
     """Every field of a readable config checked; ExplorerError naming the first problem."""
     valid_strings(info, "the config")  # a JSON "\ud800" escape is a lone surrogate no text function takes
-    for key, kind in (("name", str), ("saved_at", str), ("parameters", int)):
-        value = info.get(key)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)
-                                  or (isinstance(value, str) and len(value) > MAX_TEXT_CHARS)):
-            _fail(f"{key} must be {'text' if kind is str else 'a whole number'}, got {str(value)[:40]!r}")
+    for key in ("name", "saved_at"):
+        if info.get(key) is not None:
+            check_text_field(info[key], key)
+    value = info.get("parameters")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        _fail(f"parameters must be a whole number, got {str(value)[:40]!r}")
     if "model" not in info:
         _fail("the model's architecture is missing")
     cfg = _check_config(info["model"])

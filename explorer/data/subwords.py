@@ -29,6 +29,7 @@ from explorer.data.vocab import SPECIALS
 MARK = "\u2581"  # "▁": the piece starts a word
 BYTE_PIECES: tuple[str, ...] = tuple(f"<0x{i:02X}>" for i in range(256))
 MAX_TOKENIZER_CHARS = 4_000_000  # a tokenizer's JSON in a checkpoint; 8,000 pieces take ~0.3 MB
+MAX_PIECE_CHARS = 100  # a learnt piece (a checkpoint's vocabulary entries are at most 200 characters)
 _KEPT_SPACES = frozenset("\u00a0\u202f")  # French typography's no-break spaces stay as written
 
 
@@ -124,7 +125,7 @@ class SubwordTokenizer:
         tok.decoder = decoders.Sequence([decoders.ByteFallback(),
                                          decoders.Metaspace(replacement=MARK, prepend_scheme=scheme)])
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
-                                      special_tokens=list(SPECIALS + BYTE_PIECES))
+                                      special_tokens=list(SPECIALS + BYTE_PIECES), max_token_length=MAX_PIECE_CHARS)
         tok.train_from_iterator(texts, trainer)
         spec = json.loads(tok.to_str())
         # The specials and byte pieces stay in the vocabulary but are not "added tokens": typed text such

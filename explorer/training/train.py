@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 import torch
 from torch import nn
 
+from explorer.checkpoints.checkpoint import check_savable
 from explorer.engine.bundle import ModelBundle
 from explorer.engine.decoding import greedy_batch, strip_output
 from explorer.engine.devices import pick_device
@@ -409,6 +410,7 @@ class Trainer:
                  stop: threading.Event | None = None, probe: Probe | None = None,
                  device: str | torch.device | None = "auto", world: World | None = None,
                  keep_best: bool = False) -> None:
+        check_savable(bundle)  # before any step: a model its checkpoint would refuse is never trained
         self.bundle, self.data, self.cfg = bundle, data, cfg
         self.on_step, self.on_eval = on_step, on_eval
         self.stop = stop or threading.Event()
