@@ -226,3 +226,62 @@ def test_learnt_pieces_stay_within_a_checkpoint_s_vocabulary_entries():
     tok = SubwordTokenizer.train([f"{word} {word} go"] * 50, vocab_size=400, min_frequency=2)
     assert max(map(len, tok.vocab)) <= MAX_TOKEN_CHARS
     assert "".join(tok.tokenize(word)).replace("\u2581", "") == word
+
+
+# --- 3. the destination checked before the work ------------------------------------------------------
+
+OUT_CASES = {  # (what is put in place, the --out, the message)
+    "directory in the way": (lambda d: (d / "m.safetensors").mkdir(), "m", "a directory is in the way"),
+    "accented name too long with the temporary file's": (lambda d: None, "é" * 115, "choose a shorter --out"),
+    "a file where a folder should be": (lambda d: (d / "file").write_text("x"), "file/m", "cannot write checkpoint"),
+}
+
+
+@pytest.mark.parametrize("make, out, message", OUT_CASES.values(), ids=OUT_CASES.keys())
+def test_out_problems_exit_2_before_training(tmp_path, capsys, make, out, message):
+    make(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    assert_refused(cli(["train", "--task", "copy", "--steps", "5", "--out", str(tmp_path / out)]),
+                   *capsys.readouterr(), message)
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@given(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"), min_size=1, max_size=130))
+@settings(max_examples=80, deadline=None)
+def test_a_name_target_path_accepts_is_one_save_can_write(tmp_path_factory, name):
+    folder = tmp_path_factory.mktemp("names")
+    try:
+        path = checkpoint.target_path(folder / name)
+    except ExplorerError:
+        return
+    if name in (".", ".."):
+        return
+    with checkpoint.writer(folder / name):
+        pass
+    assert checkpoint.save(small_bundle(), folder / name) == path and path.is_file()
+
+
+def test_a_save_that_still_fails_keeps_the_model_and_says_where(tmp_path, monkeypatch):
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "rescue"))
+    (tmp_path / "rescue").mkdir()
+    target = tmp_path / "out" / "m"
+    checkpoint.target_path(target)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "m.safetensors").mkdir()  # put in the way while training ran
+    with pytest.raises(ExplorerError, match="a directory is in the way"):
+        checkpoint.save(small_bundle(), target)
+    (tmp_path / "out" / "m.safetensors").rmdir()
+    real_replace = os.replace
+
+    def disk_full_there(src, dst):
+        if Path(dst).parent == tmp_path / "out":
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+    monkeypatch.setattr(os, "replace", disk_full_there)
+    with pytest.raises(ExplorerError, match=r"No space left on device; the model was saved to (\S+) instead") as info:
+        checkpoint.save(small_bundle(), target)
+    rescued = Path(str(info.value).rsplit("saved to ", 1)[1].removesuffix(" instead"))
+    assert rescued.parent == tmp_path / "rescue"
+    assert checkpoint.load(str(rescued)).src_vocab == small_bundle().src_vocab
+    assert list((tmp_path / "out").iterdir()) == []

@@ -78,6 +78,21 @@ def save(bundle: ModelBundle, path: str | Path, half: bool = False) -> Path:
     time (a second is refused); temporary files of writers killed earlier are removed."""
     path = target_path(path)
     data = to_bytes(bundle, half)
+    try:
+        _write(path, data)
+    except OSError as exc:  # full disk, no permission, a directory put in the way during training
+        why = f"cannot write checkpoint {path}: {exc.strerror or exc}"
+        rescue = Path(tempfile.gettempdir()) / f"explorer-{os.getpid()}-{time.strftime('%Y%m%d-%H%M%S')}{SUFFIX}"
+        try:
+            _write(rescue, data)
+        except OSError:
+            raise ExplorerError(why) from None
+        raise ExplorerError(f"{why}; the model was saved to {rescue} instead") from None
+    return path
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically under the path's writer lock; OSError as the system gives it."""
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,6 +123,13 @@ def target_path(path: str | Path) -> Path:
         path = path.with_name(path.name + SUFFIX)
     storage.check_path_text(str(path), "checkpoint path")
     storage.refuse_read_only(path, PRETRAINED_DIR, str(path))
+    longest = len(os.fsencode(f".{path.name}.XXXXXXXX.tmp"))  # the temporary file save writes first
+    if longest > 255:
+        raise ExplorerError(f"the checkpoint's file name {path.name[:40]!r}… is {len(os.fsencode(path.name)):,} bytes; "
+                            f"with its temporary file's {longest - len(os.fsencode(path.name))} more the file system "
+                            "takes at most 255: choose a shorter --out")
+    if os.path.isdir(path):
+        raise ExplorerError(f"cannot write checkpoint {path}: a directory is in the way")
     return path
 
 
@@ -121,6 +143,12 @@ def writer(path: str | Path) -> Iterator[Path]:
     except OSError as exc:
         raise ExplorerError(f"cannot write checkpoint {target}: {exc.strerror or exc}") from None
     with storage.writer_lock(target):
+        try:  # the folder takes a file of the temporary name save writes, now rather than after the work
+            fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise ExplorerError(f"cannot write checkpoint {target}: {exc.strerror or exc}") from None
         yield target
 
 
