@@ -105,13 +105,10 @@ def _write(path: Path, data: bytes) -> None:
                 os.fsync(f.fileno())
             os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is an ordinary readable file
             os.replace(tmp, path)
-    except BaseException as exc:
+            tmp = None
+    finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):  # full disk, no permission, a file where a folder should be
-            raise ExplorerError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
-        raise
-    return path
 
 
 def target_path(path: str | Path) -> Path:
