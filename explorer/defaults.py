@@ -82,6 +82,12 @@ def translation_model(pairs: int) -> dict[str, Any]:
     return dict(SMALL_MODEL if pairs < SMALL_DATA_PAIRS else LARGE_MODEL)
 
 
+def few_pairs_warning(pairs: int) -> str:
+    """The warning for a run on few pairs, the same in the CLI and the app."""
+    return (f"only {pairs:,} training pair{'s' if pairs != 1 else ''}: a model learns little more than "
+            f"these sentences from under {FEW_PAIRS:,} (the shipped models saw tens of thousands)")
+
+
 def translation_steps(pairs: int, batch_size: int, epochs: float | None = None,
                       floor: int = MIN_STEPS, ceiling: int = MAX_STEPS) -> int:
     """Steps for `epochs` (default EPOCHS) over `pairs` training pairs; without explicit epochs, kept

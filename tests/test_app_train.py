@@ -226,7 +226,9 @@ def test_a_bad_tsv_is_refused_with_line_numbers():
     at.file_uploader(key="train_tsv").set_value(("fra.tsv", partly, "text/plain"))
     at.run()
     assert any("sentence pairs" in s.value for s in at.success)
-    assert "line 2: expected 2 or 3 tab-separated columns, found 1" in at.warning[0].value
+    assert at.warning[0].value == ("4 lines of fra.tsv skipped: 1 expected 2 or 3 tab-separated columns, found 1 "
+                                   "(line 2); 1 expected 2 or 3 tab-separated columns, found 4 (line 5); "
+                                   "1 empty target (line 6); 1 empty source (line 7)")
 
 
 def test_translation_from_an_uploaded_tsv_trains():
@@ -316,9 +318,16 @@ def test_a_finished_translation_shows_bleu_and_chrf_beside_exact_match():
     run_until(at, lambda: job(at).state != jobs.RUNNING)
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
-    assert {"Held-out pairs", "Exact match", "BLEU", "chrF"} <= set(metrics)
+    assert {"Held-out pairs", "Held-out exact match", "BLEU", "chrF"} <= set(metrics)
     assert 0 <= float(metrics["BLEU"]) <= 100 and 0 <= float(metrics["chrF"]) <= 100
     assert int(metrics["Held-out pairs"]) == 15  # 5 % of 300
+    # issue 43: each accuracy says which data it was measured on, and the smoothed loss is explained
+    headline = next(m for m in at.metric if m.label == "Validation exact match")
+    assert "held-out pairs" in headline.proto.help and "never trained on" in headline.proto.help
+    assert any("The model as it is now, on the file's held-out pairs" in m.value for m in at.markdown)
+    captions = " ".join(c.value for c in at.caption)
+    assert "label smoothing 0.1" in captions and "levels at about" in captions
+    assert "Validation: the file's held-out pairs, never trained on" in captions
 
 
 def test_continue_stops_at_the_target_when_stop_at_target_is_on():
@@ -421,3 +430,47 @@ def test_a_translation_model_trains_further_only_on_a_file_it_can_read():
     assert not at.error, at.error[0].value
     run_until(at, lambda: job(at).state != jobs.RUNNING)
     assert job(at).state == jobs.FINISHED and at.session_state["models"].get("pig-more") is not None
+
+
+# --- your own data without surprises (issue 43) --------------------------------------------------------
+
+def test_the_steps_box_shows_the_steps_the_run_plans():
+    from explorer import defaults
+    at = train_page()
+    at.radio(key="train_source").set_value("Translation (your TSV file)").run()
+    assert at.text_input(key="train_steps_auto").value == "set by the data"
+    upload_pig(at)
+    shown = at.number_input(key="train_steps").value
+    assert shown == defaults.MIN_STEPS  # 285 training pairs: 12 epochs is under the floor
+    at.button(key="train_start").click().run()
+    started = job(at)
+    started.stop()
+    started.join(30)
+    assert started.config.steps == shown
+
+
+def test_a_five_pair_file_is_warned_about_before_training():
+    at = train_page()
+    at.radio(key="train_source").set_value("Translation (your TSV file)").run()
+    rows = b"".join(f"{s}\t{t}\n".encode() for s, t in pig_latin.pairs(6))
+    at.file_uploader(key="train_tsv").set_value(("six.tsv", rows, "text/plain")).run()
+    assert any(w.value.startswith("Only 5 training pairs: a model learns little") for w in at.warning)
+
+
+def test_one_token_targets_lead_with_exact_match_and_chrf_and_say_why_not_bleu():
+    at = train_page()
+    at.radio(key="train_source").set_value("Translation (your TSV file)").run()
+    rows = "".join(f"{w}\t{i}\n" for i, w in enumerate(["zero", "one", "two", "three", "four", "five", "six",
+                                                          "seven", "eight", "nine"] * 30)).encode()
+    at.file_uploader(key="train_tsv").set_value(("numbers.tsv", rows, "text/plain")).run()
+    at.radio(key="train_unit").set_value("steps").run()
+    for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch": 16,
+                       "train_steps": 10}.items():
+        at.number_input(key=key).set_value(value)
+    at.run()
+    at.button(key="train_start").click().run()
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    labels = [m.label for m in at.metric]
+    assert labels.index("chrF") < labels.index("BLEU")
+    assert any(i.value.startswith("BLEU says little here: 100% of the references are shorter than 4 tokens")
+               for i in at.info)

@@ -151,7 +151,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
         say(_left_out(len(train_text) - len(kept), len(train_text), f"of more than {max_tokens} pieces a side "
                       "(--max-tokens, the Train page's longest sentence)", [], "training pairs"))
     if len(train_tok) < defaults.FEW_PAIRS:
-        say(few_pairs_warning(len(train_tok)))
+        say(defaults.few_pairs_warning(len(train_tok)))
     valid_kept, valid_tok = [], []
     for s, t in (p for _, p in valid_items):
         src, tgt = bundle.tokenize_source(s), bundle.tokenize_target(t)
@@ -179,12 +179,6 @@ def may_fit(text: str, max_tokens: int) -> bool:
     """Whether a side could be spelt in `max_tokens` pieces, judged without a tokenizer: every word is a piece
     at least (the pre-tokenizer splits at spaces), and no piece is longer than MAX_PIECE_CHARS characters."""
     return len(text) <= max_tokens * MAX_PIECE_CHARS and len(text.split(None, max_tokens)) <= max_tokens
-
-
-def few_pairs_warning(pairs: int) -> str:
-    """The warning for a run on few pairs, the same in the CLI and the app."""
-    return (f"only {pairs:,} training pair{'s' if pairs != 1 else ''}: a model learns little more than "
-            f"these sentences from under {defaults.FEW_PAIRS:,} (the shipped models saw tens of thousands)")
 
 
 def _left_out(n: int, total: int, why: str, lines: Sequence[int], what: str = "pairs") -> str:

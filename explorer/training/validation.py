@@ -6,6 +6,7 @@ this loss beside the training loss, so a gap between them (fitting the training 
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -32,3 +33,12 @@ def teacher_forced_loss(model: nn.Module, pairs: Sequence[Pair], chunk: int = 51
     finally:
         model.train(was_training)
     return total / count if count else float("nan")
+
+
+def smoothed_loss_floor(smoothing: float, classes: int) -> float:
+    """The least training loss label smoothing allows (the entropy of its target: 1 - ε + ε/V on the true token,
+    ε/V on each other), which a perfect model's training loss levels at while its validation loss falls to 0."""
+    if not smoothing or classes < 2:
+        return 0.0
+    true, other = 1 - smoothing + smoothing / classes, smoothing / classes
+    return -(true * math.log(true) + (classes - 1) * other * math.log(other))

@@ -25,6 +25,7 @@ checkpoint = engine_module("explorer.checkpoints.checkpoint")
 jobs = engine_module("explorer.training.jobs")
 model_registry = engine_module("explorer.checkpoints.registry")
 training = engine_module("explorer.training.train")
+validation = engine_module("explorer.training.validation")
 
 TOY, TSV = "Toy task", "Translation (your TSV file)"
 NEW_MODEL = ""  # "Start from": a new model (else the name of a session model to train further)
@@ -404,8 +405,15 @@ def _setup_panel(running: bool) -> None:
                           f"{defaults.STOP_PATIENCE} evaluations (the command line's default too)")
         a, b = st.columns(2)
         if ss["train_source"] == TSV and ss["train_unit"] == "auto":
-            a.number_input("Steps", 1, LIMITS.max_steps, key="train_steps", disabled=True,
-                           help="set by the data: see Train for")
+            planned = _planned_steps() if base is None else None
+            if planned is not None:
+                ss["train_steps"] = planned
+                a.number_input("Steps (planned)", 1, LIMITS.max_steps, key="train_steps", disabled=True,
+                               help="set by the data (see Train for): fewer when long pairs are left out, "
+                                    "and the run stops sooner once validation stops improving")
+            else:
+                a.text_input("Steps", "set by the data", key="train_steps_auto", disabled=True,
+                             help="set by the data once a file is uploaded: see Train for")
         elif ss["train_source"] == TSV and ss["train_unit"] == "epochs":
             a.number_input("Epochs", 0.1, 1000.0, key="train_epochs", step=1.0, disabled=running)
         else:
@@ -454,12 +462,36 @@ def _tsv_report() -> None:
     except ExplorerError as exc:
         st.error(f"This file cannot be used: {exc}", icon=":material/warning:")
         return
-    skipped = len(corpus.problems) + corpus.problems_omitted
     st.success(f"{len(corpus.pairs):,} sentence pairs", icon=":material/check_circle:")
-    if skipped:
-        lines = "\n".join(f"- line {p.line}: {p.reason}" for p in corpus.problems[:5])
-        more = f"\n- … and {skipped - 5:,} more" if skipped > 5 else ""
-        st.warning(f"{skipped:,} line{'s' if skipped != 1 else ''} skipped:\n{lines}{more}", icon=":material/warning:")
+    if corpus.skipped:  # the same line `train` prints on the command line
+        st.warning(corpus.skipped_note()[:1].upper() + corpus.skipped_note()[1:], icon=":material/warning:")
+    pairs = _training_pairs(len(corpus.pairs))
+    if pairs < defaults.FEW_PAIRS:
+        text = defaults.few_pairs_warning(pairs)
+        st.warning(text[:1].upper() + text[1:], icon=":material/warning:")
+
+
+def _training_pairs(pairs: int) -> int:
+    """The training split of a file of `pairs` pairs (corpus.split_pairs' rule: at least one held out)."""
+    fraction = defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"]
+    held_out = min(max(round(pairs * fraction), 1 if pairs >= 2 else 0), max(pairs - 1, 0))
+    return pairs - held_out
+
+
+def _planned_steps() -> int | None:
+    """The steps a run "as the data needs" plans for the uploaded file (None before a file): the CLI's rule
+    (defaults.translation_steps) on its training split, before pairs too long for the model are left out."""
+    from explorer.data.corpus import load_tsv_bytes
+    upload = st.session_state.get("train_tsv")
+    if upload is None:
+        return None
+    try:
+        corpus = common.cached(("train_tsv", upload.file_id),
+                               lambda: load_tsv_bytes(upload.getvalue(), upload.name, LIMITS.max_tsv_bytes))
+    except ExplorerError:
+        return None
+    steps = defaults.translation_steps(_training_pairs(len(corpus.pairs)), int(setting("batch")))
+    return min(steps, LIMITS.max_steps)
 
 
 def _live_panel() -> None:
@@ -505,10 +537,12 @@ def _live_panel() -> None:
 
     m = st.columns(4)
     m[0].metric("Training loss", f"{view.steps[-1].loss:.4f}" if view.steps else "–")
-    m[1].metric("Validation exact match", f"{100 * last.valid_exact:.1f}%" if last else "–")
+    m[1].metric("Validation exact match", f"{100 * last.valid_exact:.1f}%" if last else "–",
+                help=_validation_help(job, last.step if last else None))
     align = last.valid_alignment if last else None
     m[2].metric("Alignment accuracy", f"{100 * align:.1f}%" if align is not None else "–",
-                help="how often the strongest attention weight lands on the true source position (toy tasks)")
+                help="how often the strongest attention weight lands on the true source position, on the "
+                     "validation samples (toy tasks)")
     m[3].metric("Examples / second", f"{view.examples_per_second:,.0f}")
 
     job_key = (job.name, job.created)
@@ -519,6 +553,12 @@ def _live_panel() -> None:
     common.chart(right, _figure(("accuracy", job_key, n_evals, view.target_accuracy),
                                lambda: accuracy_figure(view.evals, view.target_accuracy)),
                        key="train_accuracy_chart", width="stretch")
+    smoothing_note = _smoothing_note(job)
+    if smoothing_note:
+        left.caption(smoothing_note)
+    right.caption("Train: the latest training examples, already learnt from. Validation: "
+                  + ("the file's held-out pairs" if job.held_out else "fresh samples of the task")
+                  + ", never trained on.")
     left, right = st.columns(2)
     with left:
         _scrubber(view, job_key)
@@ -621,11 +661,42 @@ def _held_out_scores(job: jobs.TrainingJob) -> None:
     if not scores["n"]:
         st.info("No held-out score: no held-out pair fits this model")
         return
+    st.markdown(f"**The model as it is now, on the file's held-out pairs** ({scores['n']:,} decoded greedily; "
+                "the Validation exact match above was scored during training, at its last evaluation)")
     m = st.columns(4)
     m[0].metric("Held-out pairs", f"{scores['n']:,}")
-    m[1].metric("Exact match", f"{100 * scores['exact_match']:.1f}%")
-    m[2].metric("BLEU", f"{scores['bleu']:.1f}", help=f"sacrebleu corpus BLEU ({scores['bleu_signature']})")
-    m[3].metric("chrF", f"{scores['chrf']:.1f}", help=f"sacrebleu chrF, character n-gram F-score ({scores['chrf_signature']})")
+    m[1].metric("Held-out exact match", f"{100 * scores['exact_match']:.1f}%",
+                help="share of the held-out pairs whose translation is exactly the file's")
+    bleu = ("BLEU", f"{scores['bleu']:.1f}", f"sacrebleu corpus BLEU ({scores['bleu_signature']})")
+    chrf = ("chrF", f"{scores['chrf']:.1f}", f"sacrebleu chrF, character n-gram F-score ({scores['chrf_signature']})")
+    for column, (label, value, help_text) in zip(m[2:], (chrf, bleu) if "bleu_note" in scores else (bleu, chrf)):
+        column.metric(label, value, help=help_text)
+    if "bleu_note" in scores:
+        st.info(f"BLEU says little here: {scores['bleu_note']}.", icon=":material/info:")
+
+
+def _validation_help(job: jobs.TrainingJob, step: int | None) -> str:
+    """Which data the headline's exact match was measured on, and when."""
+    when = f"at the last evaluation (step {step:,})" if step is not None else "at each evaluation"
+    if job.held_out:
+        return (f"share of held-out pairs (up to {job.config.eval_samples:,} of the file's {len(job.held_out):,}, "
+                f"never trained on) translated exactly right, scored {when}; the held-out panel below scores "
+                "them all on the model as it ends")
+    return (f"share of {job.config.eval_samples:,} fresh samples of the task, never trained on, answered exactly "
+            f"right, scored {when}")
+
+
+def _smoothing_note(job: jobs.TrainingJob) -> str:
+    """Why the training loss levels off above the validation loss when labels are smoothed."""
+    smoothing = job.config.label_smoothing
+    bundle = job.snapshot()
+    if not smoothing or bundle is None:
+        return ""
+    floor = validation.smoothed_loss_floor(smoothing, bundle.model.cfg.tgt_vocab)
+    return (f"The training loss is measured with label smoothing {smoothing:g}: each target keeps "
+            f"{100 * (1 - smoothing):g}% of its probability and spreads the rest over the vocabulary, so even a "
+            f"perfect model's training loss levels at about {floor:.2f}. The validation loss is plain "
+            "cross-entropy and can fall to 0.")
 
 
 def _open_in_explore(job: jobs.TrainingJob) -> None:
