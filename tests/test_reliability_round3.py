@@ -285,3 +285,103 @@ def test_a_save_that_still_fails_keeps_the_model_and_says_where(tmp_path, monkey
     assert rescued.parent == tmp_path / "rescue"
     assert checkpoint.load(str(rescued)).src_vocab == small_bundle().src_vocab
     assert list((tmp_path / "out").iterdir()) == []
+
+
+# --- 4. tokenizer definitions: only what our own training writes ------------------------------------
+
+@pytest.fixture(scope="module")
+def tokenizer_spec() -> dict:
+    from explorer.data.subwords import SubwordTokenizer
+    return json.loads(SubwordTokenizer.train(["the cat sat on the mat ."] * 20, vocab_size=300).json_text)
+
+
+HOSTILE_PARTS = {
+    "a chain of Replace normalizers": ("normalizer", {"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"String": "a"}, "content": "a" * 1000}] * 8}),
+    "a backtracking Split pattern": ("pre_tokenizer", {"type": "Split", "pattern": {"Regex": "(a+)+$"},
+                                                      "behavior": "Isolated", "invert": False}),
+    "a post-processor": ("post_processor", {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                                            "use_regex": True}),
+    "added tokens": ("added_tokens", [{"id": 0, "content": "<pad>", "single_word": False, "lstrip": False,
+                                       "rstrip": False, "normalized": False, "special": True}]),
+    "a WordPiece model": ("model", {"type": "WordPiece", "unk_token": "<unk>", "vocab": {}}),
+    "a truncation": ("truncation", {"direction": "Right", "max_length": 1, "strategy": "LongestFirst", "stride": 0}),
+    "a decoder that replaces": ("decoder", {"type": "Replace", "pattern": {"String": "a"}, "content": "b"}),
+}
+
+
+@pytest.mark.parametrize("part, value", HOSTILE_PARTS.values(), ids=HOSTILE_PARTS.keys())
+def test_a_tokenizer_with_a_part_our_training_never_writes_is_refused(tokenizer_spec, part, value):
+    from explorer.data.subwords import SubwordTokenizer
+    spec = {**tokenizer_spec, part: value}
+    with pytest.raises(ExplorerError, match="not one this program trains"):
+        SubwordTokenizer(json.dumps(spec))
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                        max_size=3), max_leaves=6)
+
+
+def _paths(value, prefix=()):
+    """Every key path of a tokenizer definition but the vocabulary's and merges' entries."""
+    yield prefix
+    if isinstance(value, dict) and prefix[-1:] != ("vocab",):
+        for key, item in value.items():
+            yield from _paths(item, prefix + (key,))
+    elif isinstance(value, list) and prefix[-1:] != ("merges",):
+        for i, item in enumerate(value):
+            yield from _paths(item, prefix + (i,))
+
+
+@given(data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_any_change_to_a_tokenizer_s_settings_is_refused(tokenizer_spec, data):
+    import copy
+    from explorer.data.subwords import SubwordTokenizer
+    paths = [p for p in _paths(tokenizer_spec) if p]
+    path = data.draw(st.sampled_from(paths))
+    value = data.draw(json_values)
+    spec = copy.deepcopy(tokenizer_spec)
+    target = spec
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    if spec == tokenizer_spec:
+        return
+    with pytest.raises(ExplorerError):
+        SubwordTokenizer(json.dumps(spec))
+
+
+def test_a_panic_in_the_tokenizer_library_is_an_explorer_error():
+    from explorer.data.subwords import _library
+
+    class PanicException(BaseException):  # pyo3's, which derives from BaseException
+        pass
+
+    def panics(text):
+        raise PanicException("regex: backtrack limit exceeded")
+    with pytest.raises(ExplorerError, match="could not tokenize this text \\(regex: backtrack limit exceeded\\)"):
+        _library("tokenize", panics, "x")
+
+    def interrupted(text):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        _library("tokenize", interrupted, "x")
+
+
+@pytest.fixture(scope="module")
+def translation_bytes() -> bytes:
+    from explore_models import build_models
+    return checkpoint.to_bytes(next(b for b in build_models() if b.name == "tiny-fra"))
+
+
+def test_a_checkpoint_with_a_replace_chain_is_refused_by_info(translation_bytes, tmp_path, capsys):
+    def edit(info):
+        spec = json.loads(info["tokenizers"]["source"])
+        spec["normalizer"] = HOSTILE_PARTS["a chain of Replace normalizers"][1]
+        info["tokenizers"]["source"] = json.dumps(spec)
+    path = tmp_path / "replace.safetensors"
+    path.write_bytes(edited(translation_bytes, edit))
+    assert_refused(cli(["info", "--checkpoint", str(path)]), *capsys.readouterr(),
+                   "its normalizer must be null")

@@ -25,6 +25,7 @@ from typing import Iterable, Sequence
 
 from explorer.errors import ExplorerError
 from explorer.data.vocab import SPECIALS
+from explorer.outside_text import valid_text
 
 MARK = "\u2581"  # "▁": the piece starts a word
 BYTE_PIECES: tuple[str, ...] = tuple(f"<0x{i:02X}>" for i in range(256))
@@ -70,6 +71,69 @@ def prepare_text(text: str, language: str) -> str:
     return to_simplified(text) if is_chinese(language) else text
 
 
+def _pre_tokenizer(scheme: str) -> dict:
+    return {"type": "Sequence", "pretokenizers": [
+        {"type": "Metaspace", "replacement": MARK, "prepend_scheme": scheme, "split": True},
+        {"type": "Punctuation", "behavior": "Isolated"}]}
+
+
+def _decoder(scheme: str) -> dict:
+    return {"type": "Sequence", "decoders": [
+        {"type": "ByteFallback"}, {"type": "Metaspace", "replacement": MARK, "prepend_scheme": scheme, "split": True}]}
+
+
+_BPE_SETTINGS = {"type": "BPE", "dropout": None, "unk_token": SPECIALS[3], "continuing_subword_prefix": None,
+                 "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": True, "ignore_merges": False}
+_FIXED = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+          "post_processor": None}
+MAX_PIECES = 500_000
+
+
+def check_definition(spec: object) -> None:
+    """ExplorerError unless a tokenizer's JSON is one our own training writes (`SubwordTokenizer.train`): no
+    normalizer, the Metaspace + Punctuation pre-tokenizer, the ByteFallback + Metaspace decoder, and a
+    byte-fallback BPE of bounded size. Why a whitelist: the Rust library runs whatever a file defines, and a
+    chain of Replace normalizers or a backtracking Split pattern allocates without bound or panics, which
+    takes the whole server process down with it."""
+    def refuse(what: str) -> None:
+        raise ExplorerError(f"the subword tokenizer is not one this program trains: {what}")
+    if not isinstance(spec, dict) or set(spec) != set(_FIXED) | {"pre_tokenizer", "decoder", "model"}:
+        refuse("unexpected or missing parts")
+    for key, value in _FIXED.items():
+        if spec[key] != value:
+            refuse(f"its {key.replace('_', ' ')} must be {json.dumps(value)}")
+    if spec["pre_tokenizer"] not in (_pre_tokenizer("always"), _pre_tokenizer("never")):
+        refuse("its pre-tokenizer must be Metaspace then Punctuation")
+    scheme = spec["pre_tokenizer"]["pretokenizers"][0]["prepend_scheme"]
+    if spec["decoder"] != _decoder(scheme):
+        refuse("its decoder must be ByteFallback then Metaspace")
+    model = spec["model"]
+    if not isinstance(model, dict) or set(model) != set(_BPE_SETTINGS) | {"vocab", "merges"}:
+        refuse("its model must be a BPE")
+    if any(model[key] != value for key, value in _BPE_SETTINGS.items()):
+        refuse("its model must be a byte-fallback BPE with <unk> and no dropout")
+    vocab, merges = model["vocab"], model["merges"]
+    if not isinstance(vocab, dict) or len(vocab) > MAX_PIECES or not all(
+            isinstance(piece, str) and isinstance(i, int) and not isinstance(i, bool) for piece, i in vocab.items()):
+        refuse(f"its vocabulary must map at most {MAX_PIECES:,} pieces to ids")
+    if not isinstance(merges, list) or len(merges) > len(vocab) or not all(
+            (isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m))
+            or (isinstance(m, str) and m.count(" ") == 1) for m in merges):
+        refuse("its merges must be pairs of pieces, no more than the pieces")
+
+
+def _library(what: str, call, *args):
+    """`call(*args)` of the tokenizers library with its failures as ExplorerError, a Rust panic included
+    (pyo3's PanicException derives from BaseException, so `except Exception` misses it)."""
+    try:
+        return call(*args)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError):
+        raise
+    except BaseException as exc:  # noqa: B036 - a panic; see the docstring
+        detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise ExplorerError(f"the subword tokenizer could not {what} this text ({detail})") from None
+
+
 @dataclass(frozen=True)
 class SubwordTokenizer:
     """A trained BPE: `tokenize` text to pieces, `detokenize` pieces to text; its vocabulary's ids are the
@@ -87,14 +151,10 @@ class SubwordTokenizer:
             raise ExplorerError("the subword tokenizer is missing or too large")
         try:
             spec = json.loads(self.json_text)
-            model = spec["model"]
-            if model.get("type") != "BPE" or not model.get("byte_fallback") or spec.get("added_tokens"):
-                raise ExplorerError("the subword tokenizer is not a byte-fallback BPE without added tokens")
-            tok = Tokenizer.from_str(self.json_text)
-        except ExplorerError:
-            raise
-        except Exception as exc:  # tokenizers raises its own Exception type for any malformed JSON
+        except ValueError as exc:
             raise ExplorerError(f"the subword tokenizer cannot be read ({str(exc).splitlines()[0][:120]})") from None
+        check_definition(spec)
+        tok = _library("read", Tokenizer.from_str, self.json_text)
         size = tok.get_vocab_size(with_added_tokens=False)
         by_id = {i: t for t, i in tok.get_vocab(with_added_tokens=False).items()}
         vocab = tuple(by_id.get(i, "") for i in range(size))
@@ -135,7 +195,8 @@ class SubwordTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """The pieces of already prepared text (see `prepare_text`)."""
-        return list(self._tok.encode(text, add_special_tokens=False).tokens)
+        encoded = _library("tokenize", lambda t: self._tok.encode(t, add_special_tokens=False), valid_text(text, "the text"))
+        return list(encoded.tokens)
 
     def sample(self, text: str, rng: random.Random, rate: float) -> list[str]:
         """The pieces of prepared text with BPE-dropout (Provilkov et al. 2020): at every merge step each
@@ -155,14 +216,14 @@ class SubwordTokenizer:
             object.__setattr__(self, "_known", frozenset(self.vocab))
         known = self._known
         pieces: list[str] = []
-        for word, _ in self._tok.pre_tokenizer.pre_tokenize_str(text):
+        for word, _ in _library("split", self._tok.pre_tokenizer.pre_tokenize_str, valid_text(text, "the text")):
             for symbol in _merged(list(word), self._ranks, rng, rate):
                 pieces.extend([symbol] if symbol in known else [f"<0x{b:02X}>" for b in symbol.encode("utf-8")])
         return pieces
 
     def detokenize(self, pieces: Sequence[str]) -> str:
         """Readable text for pieces: word marks become spaces, byte pieces become their characters."""
-        return self._tok.decoder.decode([p for p in pieces if p not in SPECIALS])
+        return _library("decode", self._tok.decoder.decode, [p for p in pieces if p not in SPECIALS])
 
 
 def _merged(symbols: list[str], ranks: dict[tuple[str, str], int], rng: random.Random, rate: float) -> list[str]:
