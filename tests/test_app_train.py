@@ -474,3 +474,20 @@ def test_one_token_targets_lead_with_exact_match_and_chrf_and_say_why_not_bleu()
     assert labels.index("chrF") < labels.index("BLEU")
     assert any(i.value.startswith("BLEU says little here: 100% of the references are shorter than 4 tokens")
                for i in at.info)
+
+
+def test_the_servers_training_count_refreshes_on_its_own(monkeypatch):
+    """The footer is a fragment with a refresh of its own: it followed other sessions' jobs only when this
+    session acted, and said "2 of 2, 2 waiting" for minutes after they ended."""
+    import streamlit
+    made = []
+    real = streamlit.fragment
+
+    def spy(func=None, *, run_every=None, **kwargs):
+        made.append((getattr(func, "__name__", None), run_every))
+        return real(func, run_every=run_every, **kwargs)
+    monkeypatch.setattr(streamlit, "fragment", spy)
+    at = train_page()
+    assert not at.exception
+    assert any(name == "_server_footer" and run_every for name, run_every in made), made
+    assert any("Trainings running on this server: 0 of" in c.value for c in at.caption)

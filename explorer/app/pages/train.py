@@ -31,6 +31,7 @@ TOY, TSV = "Toy task", "Translation (your TSV file)"
 NEW_MODEL = ""  # "Start from": a new model (else the name of a session model to train further)
 UNITS = {"auto": "as the data needs", "steps": "steps", "epochs": "epochs"}
 REFRESH_SECONDS = 2.0  # the live panel's refresh while training (each refresh takes CPU from training)
+FOOTER_SECONDS = 5.0  # the server's training count refreshes this often
 MAX_SCORED = 1000  # held-out pairs scored at most (greedy decoding of 1,000 short sentences: seconds on one core)
 
 # Widget defaults per data source, from the app's recipes in explorer/defaults.py (where they differ from
@@ -301,6 +302,12 @@ def render() -> None:
     # open while it holds a file, so the result ("Added …" or why the file was refused) stays in view
     with st.expander("Upload a checkpoint", expanded=st.session_state.get("train_upload") is not None):
         _upload_panel()
+    st.fragment(_server_footer, run_every=FOOTER_SECONDS)()
+
+
+def _server_footer() -> None:
+    """How many trainings the server runs: a fragment of its own, so the count follows other sessions' jobs
+    (the rest of the page reruns only when this session acts)."""
     reg = registry()
     waiting = reg.waiting()
     st.caption(f"Trainings running on this server: {reg.running()} of {reg.max_running}"
