@@ -211,6 +211,9 @@ def _parser() -> argparse.ArgumentParser:
                         "is taken as its one piece (--force 1:Nous forces ▁Nous)")
     r.add_argument("--json", action="store_true", help="print the whole trace as JSON (its arrays are indexed "
                                                        "from 0, as JSON arrays are; its 'intervention' counts from 1)")
+    r.add_argument("--html", default=None, metavar="FILE",
+                   help="also write the trace as one self-contained HTML file that steps through decoding with "
+                        "← → and works offline (plotly.js and the Chinese glyphs it uses inside; default: none)")
 
     tr = command("translate", "translate --input, or stdin line by line")
     tr.add_argument("--checkpoint", required=True, help=_checkpoint_help())
@@ -390,6 +393,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from explorer.checkpoints import checkpoint
     from explorer.engine.lengths import cut_note
     from explorer.engine.trace import Intervention, trace
+    html = _html_target(args.html) if args.html else None  # before any work
     bundle = checkpoint.load(args.checkpoint)
     pins = tuple((t, _from_one(int(v), "--pin position")) for t, v in  # cli_checks: whole numbers
                  (_pair_arg(p, "pin") for p in args.pin))
@@ -403,6 +407,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     cut = None if args.target is not None else cut_note(bundle, len(tr.source_tokens), tr.output_tokens)
     if cut:
         print(f"note: {cut}", file=sys.stderr)
+    if html is not None:
+        _write_trace_html(bundle, tr, args.input, html)
     if args.json:
         print(tr.to_json())
     else:
@@ -414,6 +420,30 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 print(f"  step {t + 1:>2}: {tok!r:>8} attends {tr.source_tokens[i]!r} at position {i + 1} "
                       f"(α={tr.weights[t, i]:.3f})")
     return 0
+
+
+def _html_target(name: str) -> Path:
+    """--html FILE checked before the model is loaded: a folder or a missing folder is one line."""
+    path = Path(name)
+    if path.is_dir():
+        raise ExplorerError(f"--html {path} is a folder, not a file")
+    if not path.parent.is_dir():
+        raise ExplorerError(f"--html: the folder {path.parent} does not exist")
+    return path
+
+
+def _write_trace_html(bundle, tr, text: str, path: Path) -> None:
+    """The offline trace page (explorer/app/figures/offline.py), written whole or not at all."""
+    from explorer.app.figures.offline import trace_page
+    from explorer.app.views import output_text
+    page = trace_page(tr, bundle.model.cfg.cell, text, output_text(bundle, tr))
+    try:
+        temp = path.with_name(f".{path.name}.tmp")
+        temp.write_text(page, encoding="utf-8")
+        temp.replace(path)
+    except OSError as exc:
+        raise ExplorerError(f"--html: cannot write {path}: {exc.strerror or exc}") from None
+    print(f"wrote {path} ({len(page.encode('utf-8')) / 1e6:.1f} MB)", file=sys.stderr)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:

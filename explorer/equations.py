@@ -267,3 +267,20 @@ def temperature_title() -> str:
 def query_title(t: int) -> str:
     """q₃."""
     return f"q{sub(t)}"
+
+
+def state_update_title(t: int, f: str, y_prev: str, attention: bool = True) -> str:
+    """s₃ = GRU(s₂, [“a”; c₂]) (plain decoder: s₃ = GRU(s₂, “a”))."""
+    p = sub(t - 1)
+    return f"s{sub(t)} = {f}(s{p}, [“{y_prev}”; c{p}])" if attention else f"s{sub(t)} = {f}(s{p}, “{y_prev}”)"
+
+
+def query_line(t: int) -> str:
+    """q₃ = W_Q s₃ + b_Q."""
+    return f"q{sub(t)} = W_Q s{sub(t)} + b_Q"
+
+
+def output_line(t: int, attention: bool = True) -> str:
+    """ŷ₃ = softmax(U [s₃; c₃] + b_U) (plain decoder: softmax(U s₃ + b_U))."""
+    inside = f"U [s{sub(t)}; c{sub(t)}]" if attention else f"U s{sub(t)}"
+    return f"ŷ{sub(t)} = softmax({inside} + b_U)"

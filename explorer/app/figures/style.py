@@ -116,6 +116,29 @@ def cjk_font_face() -> str:
             f'src: url(data:font/woff2;base64,{data}) format("woff2");}}')
 
 
+def cjk_font_face_for(text: str) -> str:
+    """A CSS @font-face rule with only the Chinese glyphs `text` uses, as a data: URL ("" when it uses none
+    or the font is not installed): a file that carries it stays small (the whole font is 1.1 MB)."""
+    chars = "".join(sorted(set(_CJK_TEXT.findall(text))))
+    if not chars or not CJK_FONT.is_file():
+        return ""
+    import io
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+    font = TTFont(io.BytesIO(CJK_FONT.read_bytes()))
+    options = subset.Options()
+    options.flavor = "woff2"
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(text=chars)
+    subsetter.subset(font)
+    out = io.BytesIO()
+    font.flavor = "woff2"
+    font.save(out)
+    data = base64.b64encode(out.getvalue()).decode("ascii")
+    return (f'@font-face {{font-family: "{CJK_FAMILY}"; font-weight: 400; font-style: normal; '
+            f'src: url(data:font/woff2;base64,{data}) format("woff2");}}')
+
+
 def symmetric_range(*arrays) -> float:
     """The largest |value| over arrays (at least a tiny positive number), for a colour scale centred on 0."""
     import numpy as np

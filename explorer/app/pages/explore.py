@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import streamlit as st
 
+from explorer.app.figures import offline
 from explorer.app.pages import beam_panel, common, landing, neighbours_panel
 from explorer.app.pages import explore_panels as panels
 from explorer.app.pages import explore_shared as shared
@@ -101,7 +102,7 @@ def render() -> None:
     panel(request, bundle.model.cfg.cell, bundle.model.cfg.attn_dim)
     shared.guarded(neighbours_panel.render, request.model, tr, int(state.get("step", 1)))
     shared.guarded(what_if.render, bundle, request, tr, original)
-    shared.guarded(_downloads, tr)
+    shared.guarded(_downloads, bundle, request, tr)
     landing.once("explore", arrived)
 
 
@@ -204,14 +205,20 @@ def _beam_table(bundle, request: views.Request) -> None:
              format_func=lambda n: f"#{n + 1}: {frame['output'][n] or '∅'}", on_change=state.on_candidate)
 
 
-def _downloads(tr: Trace) -> None:
+def _downloads(bundle, request: views.Request, tr: Trace) -> None:
     st.divider()
     st.subheader(":material/download: Export")
     stem = f"trace-{tr.model_name}"
-    cols = st.columns([2, 2, 6])
+    cols = st.columns([2, 2, 3, 5])
     cols[0].download_button("Trace as JSON", data=tr.to_json, file_name=f"{stem}.json", mime="application/json",
                             key=K + "json", on_click="ignore", width="stretch")
     cols[1].download_button("Trace as CSV", data=lambda: views.trace_csv(tr), file_name=f"{stem}.csv",
                             mime="text/csv", key=K + "csv", on_click="ignore", width="stretch")
-    cols[2].caption("JSON: every vector of the trace. CSV: one row per step × input position (α, e, the "
-                    "chosen token and its probability). Each figure: PNG from its camera icon, HTML below it.")
+    cols[2].download_button("Offline trace (HTML)", data=lambda: offline.trace_page(
+        tr, bundle.model.cfg.cell, request.text, views.output_text(bundle, tr)), file_name=f"{stem}.html",
+        mime="text/html", key=K + "offline", on_click="ignore", width="stretch",
+        help="One file that steps through this decoding with ← → and buttons, with no server and no network: "
+             "the heatmap, the four steps and the lookup table (plotly.js and the Chinese glyphs inside, under 5 MB)")
+    cols[3].caption("JSON: every vector of the trace. CSV: one row per step × input position (α, e, the "
+                    "chosen token and its probability). Offline trace: for a course page or a room with no network. "
+                    "Each figure: PNG from its camera icon, HTML below it.")
