@@ -307,7 +307,7 @@ def _train_here(args: argparse.Namespace, interrupt: _Interrupt) -> int:
         if args.processes not in (None, 1):
             raise ExplorerError("under torchrun, its --nproc-per-node and --nnodes set the processes: "
                                 "leave out --processes")
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        local = distributed.launch_from().local_size
         world = distributed.from_environment(device)
         try:
             return _train_rank(args, world, args.threads or max(1, idle // local), interrupt)

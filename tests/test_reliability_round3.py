@@ -385,3 +385,64 @@ def test_a_checkpoint_with_a_replace_chain_is_refused_by_info(translation_bytes,
     path.write_bytes(edited(translation_bytes, edit))
     assert_refused(cli(["info", "--checkpoint", str(path)]), *capsys.readouterr(),
                    "its normalizer must be null")
+
+
+# --- 7. torchrun's environment -------------------------------------------------------------------------
+
+env_values = st.one_of(st.integers(-3, 10).map(str), st.text(max_size=8), st.just("²"), st.just("9" * 5000))
+
+
+@given(rank=env_values, size=env_values, local_rank=env_values, local_size=env_values, port=env_values)
+@settings(max_examples=300, deadline=None)
+def test_any_torchrun_environment_is_a_checked_launch_or_one_line(rank, size, local_rank, local_size, port):
+    from explorer.training.distributed import launch_from
+    env = {"RANK": rank, "WORLD_SIZE": size, "LOCAL_RANK": local_rank, "LOCAL_WORLD_SIZE": local_size,
+           "MASTER_PORT": port, "MASTER_ADDR": "127.0.0.1"}
+    try:
+        launch = launch_from(env)
+    except ExplorerError as exc:
+        assert str(exc).startswith("torchrun's environment: ") and "\n" not in str(exc) and len(str(exc)) < 200
+        return
+    assert 0 <= launch.rank < launch.size and 0 <= launch.local_rank < launch.local_size <= launch.size
+    assert 1 <= int(port) <= 65535
+
+
+TORCHRUN_CASES = {
+    "a rank that is no number": ({"RANK": "zero"}, "RANK='zero' must be a whole number"),
+    "a local world size of 0": ({"LOCAL_WORLD_SIZE": "0"}, "LOCAL_WORLD_SIZE='0' must be a whole number from 1"),
+    "a rank beyond the world": ({"RANK": "5"}, "RANK 5 is not below WORLD_SIZE 2"),
+    "an unknown master host": ({"MASTER_ADDR": "no-such-host.invalid"}, "MASTER_ADDR 'no-such-host.invalid' is not"),
+}
+
+
+@pytest.mark.parametrize("change, message", TORCHRUN_CASES.values(), ids=TORCHRUN_CASES.keys())
+def test_a_bad_torchrun_environment_exits_2_with_one_line(tmp_path, monkeypatch, capsys, change, message):
+    env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": "29533", **change}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert_refused(cli(["train", "--task", "copy", "--steps", "2", "--out", str(tmp_path / "m")]),
+                   *capsys.readouterr(), message)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- 8. locks never follow links ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dangling", [True, False], ids=["dangling link", "link to a file"])
+def test_a_planted_lock_link_is_refused_and_its_target_untouched(tmp_path, capsys, dangling):
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    victim = shipped / "victim"
+    if not dangling:
+        victim.write_bytes(b"shipped bytes")
+    out = tmp_path / "runs"
+    out.mkdir()
+    (out / ".m.safetensors.lock").symlink_to(victim)
+    assert_refused(cli(["train", "--task", "copy", "--steps", "2", "--out", str(out / "m")]),
+                   *capsys.readouterr(), "is a symbolic link; remove it")
+    assert sorted(p.name for p in shipped.iterdir()) == ([] if dangling else ["victim"])
+    if not dangling:
+        assert victim.read_bytes() == b"shipped bytes"
+    with pytest.raises(ExplorerError, match="symbolic link"):
+        checkpoint.save(small_bundle(), out / "m")
+    assert not (out / "m.safetensors").exists()

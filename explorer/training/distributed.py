@@ -26,10 +26,11 @@ import datetime
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Callable, Mapping, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -123,10 +124,53 @@ def under_torchrun() -> bool:
     return all(name in os.environ for name in ("RANK", "WORLD_SIZE")) and "MASTER_ADDR" in os.environ
 
 
+@dataclass(frozen=True)
+class Launch:
+    """What torchrun's environment says of this process, checked (`launch_from`)."""
+
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+
+
+def _whole(env: Mapping[str, str], name: str, default: int | None, lo: int, hi: int) -> int:
+    text = env.get(name)
+    if text is None and default is not None:
+        return default
+    value = (text or "").strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 6 or not lo <= int(value) <= hi:
+        raise ExplorerError(f"torchrun's environment: {name}={str(text)[:40]!r} must be a whole number from "
+                            f"{lo} to {hi:,}")
+    return int(value)
+
+
+def launch_from(env: Mapping[str, str] = os.environ) -> Launch:
+    """RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT checked before any process
+    group is made: one line naming the variable, instead of a ValueError or c10d's pages of retries."""
+    size = _whole(env, "WORLD_SIZE", None, 1, 100_000)
+    rank = _whole(env, "RANK", None, 0, 100_000)
+    local_size = _whole(env, "LOCAL_WORLD_SIZE", 1, 1, 100_000)
+    local_rank = _whole(env, "LOCAL_RANK", 0, 0, 100_000)
+    if rank >= size:
+        raise ExplorerError(f"torchrun's environment: RANK {rank} is not below WORLD_SIZE {size}")
+    if local_rank >= local_size or local_size > size:
+        raise ExplorerError(f"torchrun's environment: LOCAL_RANK {local_rank} must be below LOCAL_WORLD_SIZE "
+                            f"{local_size}, itself at most WORLD_SIZE {size}")
+    _whole(env, "MASTER_PORT", 29500, 1, 65535)
+    host = env.get("MASTER_ADDR", "")
+    try:
+        socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError, ValueError):
+        raise ExplorerError(f"torchrun's environment: MASTER_ADDR {host[:80]!r} is not a host this machine can "
+                            "find") from None
+    return Launch(rank, size, local_rank, local_size)
+
+
 def from_environment(device: torch.device) -> World:
     """Join the process group torchrun describes (env://); on CUDA each rank takes GPU LOCAL_RANK."""
-    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local = int(os.environ.get("LOCAL_RANK", 0))
+    launch = launch_from()
+    rank, size, local = launch.rank, launch.size, launch.local_rank
     if device.type == "cuda":
         device = torch.device("cuda", local % max(1, torch.cuda.device_count()))
         torch.cuda.set_device(device)
