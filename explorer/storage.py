@@ -153,10 +153,17 @@ def writer_lock(target: Path) -> Iterator[None]:
             _HELD[key] -= 1
         return
     while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:  # never through a link: a planted `.NAME.lock -> pretrained/x` must not create or touch x
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ExplorerError(f"cannot write checkpoint {_short(target)}: its lock file {_short(lock)} is a "
+                                    "symbolic link; remove it") from None
             raise ExplorerError(f"cannot write checkpoint {_short(target)}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ExplorerError(f"cannot write checkpoint {_short(target)}: its lock file {_short(lock)} is not a "
+                                "regular file")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
