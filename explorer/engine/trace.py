@@ -67,6 +67,7 @@ def _spelt(bundle: ModelBundle, token: str) -> str:
     return f" (it spells {token!r} as {' '.join(pieces)}: force one piece, e.g. {pieces[0]!r})" if pieces else ""
 
 
+@torch.inference_mode()
 def trace(bundle: ModelBundle, source: str | Prepared, intervention: Intervention | None = None,
           target: str | Prepared | None = None) -> Trace:
     """Decode one input greedily (or teacher-forced on `target`) and keep every intermediate.
