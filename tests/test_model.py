@@ -11,15 +11,13 @@ from explorer.engine import fused
 from explorer.engine.decoding import batch_sources, decode
 from explorer.errors import ExplorerError
 from explorer.engine import model as model_module
-from explorer.engine.layers import Dropout, lstm_by_layer
+from explorer.engine.layers import Dropout, lstm_by_layer, reorder, reverse_within_length
 from explorer.engine.model import (
     Control,
     ModelConfig,
     Seq2Seq,
     UnsharedRNN,
-    _reorder,
     count_parameters,
-    reverse_within_length,
     rnn_parameter_count,
 )
 from explorer.engine.seeding import seeded_model
@@ -107,7 +105,7 @@ def test_a_padded_batch_gives_each_sequence_exactly_what_it_gets_alone(random_bu
 
 
 def test_reversing_within_length_by_flat_rows_equals_gather_along_positions():
-    """The encoder's backward direction reads each sequence reversed: _reorder (index_select on a flat
+    """The encoder's backward direction reads each sequence reversed: reorder (index_select on a flat
     view, for speed) must give exactly what gather along the positions gives, values and gradients."""
     torch.manual_seed(0)
     lengths = torch.tensor([4, 1, 3, 4])
@@ -117,7 +115,7 @@ def test_reversing_within_length_by_flat_rows_equals_gather_along_positions():
     x = torch.randn(B, S, 5, requires_grad=True)
     flat = (index + S * torch.arange(B).unsqueeze(1)).reshape(-1)
     g = torch.randn(B, S, 5)
-    mine = _reorder(x, flat)
+    mine = reorder(x, flat)
     (mine_grad,) = torch.autograd.grad(mine, x, g)
     theirs = x.gather(1, index.unsqueeze(-1).expand(B, S, 5))
     (theirs_grad,) = torch.autograd.grad(theirs, x, g)

@@ -1,5 +1,6 @@
 """Building blocks model.py uses that are not the article's equations: dropout whose masks come from a trainer's
-own generator, nn.LSTM run layer by layer for that dropout, and embeddings that skip their init on the meta device."""
+own generator, nn.LSTM run layer by layer for that dropout, embeddings that skip their init on the meta device,
+and the index arithmetic that reverses padded sequences for a bidirectional encoder."""
 
 from __future__ import annotations
 
@@ -69,3 +70,16 @@ def lstm_by_layer(rnn: nn.LSTM, packed: PackedSequence, dropout: Dropout) -> tup
     order = packed.unsorted_indices  # final states back in the batch's order, as nn.LSTM returns them
     final = (torch.cat(hs).index_select(1, order), torch.cat(cs).index_select(1, order))
     return PackedSequence(x.data, sizes, packed.sorted_indices, order), final
+
+
+def reverse_within_length(lengths: Tensor, S: int) -> Tensor:
+    """Index (B, S) that reverses each sequence's first `length` positions and leaves padding in place."""
+    i = torch.arange(S, device=lengths.device).unsqueeze(0)  # (1, S)
+    L = lengths.unsqueeze(1)  # (B, 1)
+    return torch.where(i < L, L - 1 - i, i)
+
+
+def reorder(x: Tensor, rows: Tensor) -> Tensor:
+    """x (B, S, F) with its B * S positions taken in the order of flat indices `rows` (B * S,)."""
+    B, S, F = x.shape
+    return x.reshape(B * S, F).index_select(0, rows).view(B, S, F)

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from explorer.engine.config import ModelConfig
-from explorer.engine.layers import Dropout, embedding, lstm_by_layer
+from explorer.engine.layers import Dropout, embedding, lstm_by_layer, reorder, reverse_within_length
 from explorer.errors import ExplorerError
 
 State = Union[Tensor, tuple[Tensor, Tensor]]  # (L, B, H), or (h, c) for LSTM
@@ -70,19 +70,6 @@ def rnn_parameter_count(input_size: int, hidden: int, length: int, shared: bool)
     """Parameters of one tanh RNN layer over `length` steps: constant if shared, linear if not."""
     per_step = hidden * (hidden + input_size) + hidden
     return per_step if shared else per_step * length
-
-
-def reverse_within_length(lengths: Tensor, S: int) -> Tensor:
-    """Index (B, S) that reverses each sequence's first `length` positions and leaves padding in place."""
-    i = torch.arange(S, device=lengths.device).unsqueeze(0)  # (1, S)
-    L = lengths.unsqueeze(1)  # (B, 1)
-    return torch.where(i < L, L - 1 - i, i)
-
-
-def _reorder(x: Tensor, rows: Tensor) -> Tensor:
-    """x (B, S, F) with its B * S positions taken in the order of flat indices `rows` (B * S,)."""
-    B, S, F = x.shape
-    return x.reshape(B * S, F).index_select(0, rows).view(B, S, F)
 
 
 def _looked_up(embed: nn.Embedding, dropout: Dropout, ids: Tensor) -> Tensor:
@@ -143,14 +130,14 @@ class Encoder(nn.Module):
         for layer, directions in enumerate(self.rnn):
             outs = []
             for d, rnn in enumerate(directions):
-                inp = x if d == 0 else _reorder(x, reverse)
+                inp = x if d == 0 else reorder(x, reverse)
                 out, _ = rnn(inp)  # (B, S, H)
                 finals.append(out.gather(1, last).squeeze(1))  # (B, H) state after the last real token
-                outs.append(out if d == 0 else _reorder(out, reverse))
+                outs.append(out if d == 0 else reorder(out, reverse))
             x = torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]  # (B, S, dirs*H)
             if layer + 1 < len(self.rnn):
                 x = self.dropout(x)
-        mask = (torch.arange(S, device=src.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
+        mask = padding_mask(src, lengths).unsqueeze(-1)  # (B, S, 1)
         return x * mask, torch.stack(finals)  # (B, S, dirs*H) zero on padding; (L*dirs, B, H)
 
     def embedded(self, src: Tensor) -> Tensor:
@@ -287,15 +274,10 @@ class Seq2Seq(nn.Module):
         """Run the encoder once: h_i, k_i = Key(h_i), v_i = Value(h_i), the padding mask and s_0."""
         self.check_length(src)
         h, final = self.encoder(src, lengths)  # (B, S, He), h_m per layer
-        mask = padding_mask(src, lengths)
-        if self.attention is None:
-            return Memory(h, None, None, mask, self.initial_state(final))
-        keys, values = self._keys_and_values(h)
-        return Memory(h, keys, values, mask, self.initial_state(final))
-
-    def _keys_and_values(self, h: Tensor) -> tuple[Tensor, Tensor]:
-        """k_i = Key(h_i) and v_i = Value(h_i): h (B, S, He) -> (B, S, D) each."""
-        return self.attention.key(h), self.attention.value(h)
+        keys = values = None
+        if self.attention is not None:
+            keys, values = self.attention.key(h), self.attention.value(h)  # (B, S, D) each
+        return Memory(h, keys, values, padding_mask(src, lengths), self.initial_state(final))
 
     def initial_context(self, batch: int, device: torch.device | None = None) -> Tensor | None:
         """c_0 = 0 (None for the plain encoder-decoder, which has no context)."""
