@@ -15,7 +15,24 @@ import streamlit as st  # noqa: E402
 from explorer.app.pages import presenter, warmup  # noqa: E402
 from explorer.app.pages.addresses import explore_alias, explore_page  # noqa: E402
 
-st.set_page_config(page_title="Attention Explorer", page_icon=":material/search:", layout="wide")
+
+def main() -> None:
+    """Lay out the navigation and run the page shown."""
+    st.set_page_config(page_title="Attention Explorer", page_icon=":material/search:", layout="wide")
+    explore = explore_page(_lazy("explore"))
+    navigation = st.navigation([
+        explore,
+        st.Page(_lazy("train"), title="Train", icon=":material/fitness_center:", url_path="train"),
+        st.Page(_lazy("compare"), title="Compare", icon=":material/balance:", url_path="compare"),
+        st.Page(_lazy("learn"), title="Learn", icon=":material/menu_book:", url_path="learn"),
+        explore_alias(explore),
+    ], position="top")  # the pages' links in a bar above them: a sidebar took 320 of a 1024-pixel projector's width
+    holder = warmup.start()
+    try:
+        presenter.switch()
+        navigation.run()
+    finally:
+        warmup.finish(holder)
 
 
 def _lazy(module: str) -> Callable[[], None]:
@@ -27,17 +44,8 @@ def _lazy(module: str) -> Callable[[], None]:
     return render
 
 
-explore = explore_page(_lazy("explore"))
-navigation = st.navigation([
-    explore,
-    st.Page(_lazy("train"), title="Train", icon=":material/fitness_center:", url_path="train"),
-    st.Page(_lazy("compare"), title="Compare", icon=":material/balance:", url_path="compare"),
-    st.Page(_lazy("learn"), title="Learn", icon=":material/menu_book:", url_path="learn"),
-    explore_alias(explore),
-], position="top")  # the pages' links in a bar above them: a sidebar took 320 of a 1024-pixel projector's width
-holder = warmup.start()
-try:
-    presenter.switch()
-    navigation.run()
-finally:
-    warmup.finish(holder)
+# Streamlit runs this script as __main__. A training job's process (multiprocessing, explorer/training/job.py)
+# runs the main script of the process that started it again as __mp_main__: there, nothing is laid out (it
+# cost every job a run of the whole app and 117 "missing ScriptRunContext" log lines).
+if __name__ == "__main__":
+    main()

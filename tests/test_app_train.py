@@ -491,3 +491,15 @@ def test_the_servers_training_count_refreshes_on_its_own(monkeypatch):
     assert not at.exception
     assert any(name == "_server_footer" and run_every for name, run_every in made), made
     assert any("Trainings running on this server: 0 of" in c.value for c in at.caption)
+
+
+def test_a_training_process_does_not_run_the_app_again():
+    """multiprocessing runs the starting process's main script in each job process as __mp_main__; under
+    Streamlit that is app.py: every training start ran the whole app there and logged 117 'missing
+    ScriptRunContext' lines."""
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", f"import runpy; runpy.run_path({APP!r}, run_name='__mp_main__')"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "ScriptRunContext" not in run.stderr and "Session state does not function" not in run.stderr
