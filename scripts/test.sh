@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Install (if needed) and run the whole test suite, the browser tests included.
+# Install (if needed) and run the whole test suite, the browser tests included, on two workers (pytest-xdist):
+# the browser and multi-process tests share one worker (tests/conftest.py groups them), the rest spread over both.
+# Extra arguments go to pytest, e.g. the quick tier: bash scripts/test.sh -m "not slow and not browser and not multiprocess"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -10,4 +12,4 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "chromium is missing: install Debian's chromium package for the browser tests" >&2
   fi
 fi
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"

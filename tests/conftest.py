@@ -38,6 +38,43 @@ torch.set_num_threads(1)
 # trains on the CPU here even where torch sees a GPU; EXPLORER_DEVICE=cuda runs the suite's training there.
 os.environ.setdefault("EXPLORER_DEVICE", "cpu")
 
+# --- test tiers: markers by module (registered in pyproject.toml, --strict-markers) ----------------
+# The quick tier is `-m "not slow and not browser and not multiprocess"`; scripts/test.sh runs everything.
+BROWSER_PREFIX = "test_browser_"
+MULTIPROCESS = frozenset({  # start several processes (ranks, training jobs, CLI runs) that share the cores
+    "test_app_compare", "test_app_train", "test_cli", "test_determinism", "test_distributed", "test_isolation",
+    "test_jobs", "test_load_test",
+    "test_subword_dropout::test_training_batches_are_spelt_afresh_alike_on_every_rank",
+})
+SLOW = frozenset({  # one process, but long: training runs, real corpora, a fresh interpreter per case
+    "test_reliability_attacks", "test_train", "test_translation", "test_torch_free", "test_readme_peak",
+    "test_font_coverage",
+    "test_bf16::test_train_bf16_learns_a_toy_task_and_saves_float32_weights",
+    "test_checkpoint::test_loading_a_checkpoint_stays_cheap_on_a_cold_process",
+    "test_corpus::test_real_data",
+    "test_embed_dropout::test_the_cli_trains_with_it_and_stores_it",
+    "test_optim::test_training_does_not_import_torch_dynamo",
+})
+HEAVY_GROUP = "heavy"  # under `-n`, browser and multiprocess tests share one worker, so they never overlap
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its tier (by module, or module::function), and group the heavy ones onto one worker."""
+    grouping = config.pluginmanager.hasplugin("xdist")
+    for item in items:
+        module = item.path.stem
+        names = {module, f"{module}::{getattr(item, 'originalname', item.name)}"}
+        heavy = module.startswith(BROWSER_PREFIX) or bool(names & MULTIPROCESS)
+        if module.startswith(BROWSER_PREFIX):
+            item.add_marker(pytest.mark.browser)
+        if names & MULTIPROCESS:
+            item.add_marker(pytest.mark.multiprocess)
+        if names & SLOW:
+            item.add_marker(pytest.mark.slow)
+        if heavy and grouping:
+            item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP))
+
+
 COPY_SPEC = TaskSpec("copy", 1, 6)
 RANDOM_MAX_SRC_LEN = 12  # random models accept inputs of up to 12 symbols ...
 RANDOM_MAX_TGT_LEN = 10  # ... and stop decoding after 10 steps (they rarely say <eos>)
