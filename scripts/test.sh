@@ -4,7 +4,7 @@
 # Extra arguments go to pytest, e.g. the quick tier: bash scripts/test.sh -m "not slow and not browser and not multiprocess"
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+EXTRAS=test,browser bash scripts/setup.sh
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
