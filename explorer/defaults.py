@@ -31,8 +31,8 @@ import math
 from typing import Any
 
 # --- names ------------------------------------------------------------------------------------------
-# explorer/model.py checks a config against these, explorer/tasks.py builds the tasks: a new cell, score
-# function or task is added there and here.
+# explorer/engine/config.py checks a config against these, explorer/data/tasks.py builds the tasks: a new cell,
+# score function or task is added there (a cell or score function also in explorer/engine/model.py) and here.
 CELLS: tuple[str, ...] = ("rnn", "gru", "lstm", "unshared")
 ATTENTIONS: tuple[str, ...] = ("none", "dot", "scaled_dot", "additive")
 TASKS: tuple[str, ...] = ("copy", "reverse", "sort", "dates")

@@ -1,6 +1,6 @@
 """The article's equations as text: one LaTeX template per step, read by Explore, Learn and figure titles.
 
-Symbols as in DESIGN §1 and explorer/model.py: x_i input tokens, h_i encoder states, s_t decoder state,
+Symbols as in DESIGN §1 and explorer/engine/model.py: x_i input tokens, h_i encoder states, s_t decoder state,
 y_{t-1} previous output, q_t = Query(s_t), k_i = Key(h_i), v_i = Value(h_i), e_ti scores, α_t weights,
 c_t = Σ_i α_ti v_i the context, ŷ_t = softmax(U [s_t; c_t] + b_U). Each function returns LaTeX without
 the surrounding $ (Streamlit's st.latex adds none; markdown wraps it in $...$); `t` is the step's

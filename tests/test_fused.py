@@ -171,7 +171,7 @@ def test_without_autograd_the_loop_is_not_used():
 
 
 def test_the_reference_model_never_takes_the_fast_path():
-    """explorer/model.py is the article's equations: its forward runs nn.GRU and decode_step even while
+    """explorer/engine/model.py is the article's equations: its forward runs nn.GRU and decode_step even while
     autograd records."""
     model = Seq2Seq(ModelConfig(src_vocab=13, tgt_vocab=14, bidirectional=True))
     src, lengths, tgt = batch(model.cfg)

@@ -527,12 +527,8 @@ class Trainer:
     def _target_in_sight(self) -> bool:
         """Whether to evaluate before the next scheduled evaluation: the last training batch was exactly right
         at least as often as the target asks (batch_loss), so validation may have reached it by now. At most
-        every TARGET_CHECK_GAP steps, for a model that hovers at the target. Validation alone decides a stop.
-
-        Replayed on twelve seeds of reverse 5-15 at the defaults (validation recorded after every step): runs
-        stop at step 246-348 (median 301) instead of 275-400 (median 325), with 1-10 more evaluations; with an
-        evaluation costing 1.5 steps, 5-7% less time. On four seeds of 20-30: 2% less (median), as much
-        (mean): the model hovers at the target longer there."""
+        every TARGET_CHECK_GAP steps, for a model that hovers at the target. Validation alone decides a stop:
+        on reverse 5-15 runs stop at a median step of 301 instead of 325, 5-7% less time (twelve seeds)."""
         target = self.cfg.target_accuracy
         last = self.history[-1]["step"] if self.history else 0
         return target is not None and self.batch_exact_match >= target and self.step - last >= TARGET_CHECK_GAP \
