@@ -186,3 +186,25 @@ def test_a_link_to_a_missing_model_says_so(pretrained):
     at.run()
     no_exception(at)
     assert any("no-such-model" in w.value for w in at.warning)
+
+
+def test_model_b_is_of_model_as_kind(pretrained, short_curve):
+    """A toy model beside a translation model fed the toy's digits showed only byte pieces: model B is chosen
+    among the models of model A's kind, and follows when A changes kind."""
+    from explorer.training.recipes import translation_setup
+    from tests import pig_latin
+    tsv = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)).encode()
+    models = SessionModels()
+    for seed in (0, 1):
+        bundle, _, _ = translation_setup(tsv, f"pig-{seed}", {"embed": 8, "hidden": 16, "attn_dim": 8}, seed=seed)
+        models.put(bundle)
+    at = app_test_run()
+    at.session_state["models"] = models
+    at.run()
+    assert "pig-0" not in at.selectbox(key="compare_model_b").options
+    at.selectbox(key="compare_model_a").set_value("pig-0").run()
+    no_exception(at)
+    options = at.selectbox(key="compare_model_b").options
+    assert {"pig-0", "pig-1"} <= set(options) and not {"reverse", "reverse-none"} & set(options)
+    assert at.session_state["compare_model_b"] == "pig-1"
+    assert any("pig-1: reverse-none reads another kind of input than pig-0" in c.value for c in at.caption)

@@ -249,6 +249,24 @@ def _on_model_a() -> None:
         st.session_state["compare_input"] = offered[0]
 
 
+def _partner(name_a: str, partners: list[str]) -> str:
+    """Model B when model A changes kind: one on the same task or languages first, then any other."""
+    first = _bundle(name_a)
+    others = [n for n in partners if n != name_a]
+    same = [n for n in others if first is not None and (b := _bundle(n)) is not None
+            and (b.task, b.languages) == (first.task, first.languages)]
+    return (same or others or [name_a])[0]
+
+
+def _partners(name_a: str, names: list[str]) -> list[str]:
+    """The models model B may be: those of model A's kind (a toy model fed a sentence, or a translation model
+    fed digits, showed only byte pieces)."""
+    first = _bundle(name_a)
+    if first is None:
+        return names
+    return [n for n in names if (b := _bundle(n)) is not None and b.kind == first.kind]
+
+
 def side_by_side_section(names: list[str]) -> None:
     with st.container(key="compare_side_by_side"):
         _side_by_side(names)
@@ -265,7 +283,16 @@ def _side_by_side(names: list[str]) -> None:
             st.session_state[key] = default
     a, b = st.columns(2)
     name_a = a.selectbox("Model A", names, key="compare_model_a", on_change=_on_model_a)
-    name_b = b.selectbox("Model B", names, key="compare_model_b")
+    partners = _partners(name_a, names)
+    if st.session_state.get("compare_model_b") not in partners:
+        wanted = st.session_state.get("compare_model_b")
+        st.session_state["compare_model_b"] = default_b if default_b in partners else _partner(name_a, partners)
+        if wanted is not None and wanted != st.session_state["compare_model_b"]:
+            st.caption(f"Model B is now {st.session_state['compare_model_b']}: {wanted} reads another kind of "
+                       f"input than {name_a}.")
+    name_b = b.selectbox("Model B", partners, key="compare_model_b",
+                         help="models that read the same kind of input as model A: a toy model its task's symbols, "
+                              "a translation model sentences")
     st.session_state["compare_model_a_shown"] = name_a
     if "compare_input" not in st.session_state:
         bundle = _bundle(name_a)
