@@ -9,12 +9,12 @@ into training or gigabytes into a beam. No torch here: a refusal stays fast.
 from __future__ import annotations
 
 import argparse
-import math
 import re
 from typing import Any
 
 from explorer.errors import ExplorerError
-from explorer.limits import CLI_LIMITS, MAX_PINS, MAX_SEED, check_beam, check_samples, real, whole
+from explorer.limits import (CLI_LIMITS, MAX_PINS, MAX_SEED, check_beam, check_samples, check_temperature, real,
+                             whole)
 from explorer.storage import check_path_text
 
 _STEP_VALUE = re.compile(r"\s*-?\d{1,9}\s*:")
@@ -94,8 +94,7 @@ def _eval(args: argparse.Namespace) -> None:
 
 
 def _trace(args: argparse.Namespace) -> None:
-    if not math.isfinite(args.temperature) or args.temperature <= 0:
-        raise ExplorerError(f"temperature must be a positive number, got {args.temperature}")
+    check_temperature(args.temperature, "--temperature")
     if len(args.mask) + len(args.pin) + len(args.force) > MAX_PINS:
         raise ExplorerError(f"at most {MAX_PINS:,} --mask, --pin and --force options together")
     for value in args.mask:

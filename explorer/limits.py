@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -97,6 +98,33 @@ def real(value: Any, what: str, lo: float | None = None, hi: float | None = None
         right = ")" if hi_open else "]"
         raise ExplorerError(f"{what} must be in {left}{'-inf' if lo is None else f'{lo:g}'}, "
                             f"{'inf' if hi is None else f'{hi:g}'}{right}, got {value:g}")
+    return value
+
+
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0  # the attention softmax's; 1e-38 makes every weight NaN
+_URL_INT = re.compile(r"[+-]?[0-9]{1,15}")
+_URL_REAL = re.compile(r"[+-]?(?:[0-9]{1,15}(?:\.[0-9]{0,15})?|\.[0-9]{1,15})(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def check_temperature(value: Any, what: str = "the temperature") -> float:
+    """An attention temperature within [MIN_TEMPERATURE, MAX_TEMPERATURE] (every entry point's)."""
+    return real(value, what, MIN_TEMPERATURE, MAX_TEMPERATURE)
+
+
+def url_number(text: Any, what: str, lo: float | None = None, hi: float | None = None,
+               kind: type = int) -> int | float:
+    """A number from a link (or any text from outside): plain ASCII digits of bounded length, then the range;
+    ExplorerError naming `what` otherwise ("²" passes str.isdigit and 5,000 digits pass it too)."""
+    pattern = _URL_INT if kind is int else _URL_REAL
+    if not isinstance(text, str) or not pattern.fullmatch(text.strip()):
+        raise ExplorerError(f"the link's {what} {str(text)[:20]!r} is not a number")
+    value = kind(text.strip())
+    if not math.isfinite(value):
+        raise ExplorerError(f"the link's {what} {str(text)[:20]!r} is not a number")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ExplorerError(f"the link's {what} {str(text)[:20]!r} must be "
+                            + (f"{lo:g} or more" if hi is None else f"from {lo:g} to {hi:g}" if lo is not None
+                               else f"at most {hi:g}"))
     return value
 
 

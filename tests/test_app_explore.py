@@ -597,3 +597,12 @@ def test_a_shipped_translation_model_offers_the_articles_sentence_first(models_d
     options = at.pills(key="explore_example").options
     assert options[0] == "How can we use variable input lengths?"
     assert state(at, "input") == options[0]
+
+
+def test_presenter_mode_offers_a_qr_code_and_plain_mode_none(models_dir):
+    plain = open_app(models_dir)
+    assert not plain.get("popover")
+    presenting = open_app(models_dir, present="1")
+    popovers = presenting.get("popover")
+    assert len(popovers) == 1 and popovers[0].key == "presenter_qr"
+    assert "not known here" in popovers[0].caption[0].value  # AppTest has no browser address to encode

@@ -1,7 +1,9 @@
 """The README's five-minute demo, link by link, in a real browser at a projector's 1024×768: each link is
 read from the README (so the script cannot rot), opened on a fresh server, and must show its view: the
 right page, no exception or error, presenter mode on, and on Explore the model, input, step, what-if and
-open sections the link names. Screenshots go to $EXPLORER_SHOTS when it is set."""
+open sections the link names. Each link names its figure (#heatmap, ...): the page must open scrolled to
+it, the figure inside the first screen; at least 90% of the visible text at 16 px or more; no text cut
+off its box. Screenshots go to $EXPLORER_SHOTS when it is set."""
 
 from __future__ import annotations
 
@@ -12,7 +14,29 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from browser_support import ROOT, chromium, open_app, require_browser, streamlit_server, wait_charts
+from browser_support import ROOT, chromium, clipped_text, open_app, require_browser, streamlit_server, wait_charts
+from explorer.app.pages.landing import ANCHORS
+
+VIEWPORT = (1024, 768)
+TOP_BAR = 60  # Streamlit's header covers the top of the screen
+
+# The visible text of the screen, by characters: how much is drawn at 16 px or more (SVG chart text too).
+TEXT_SIZES = """() => {
+  let large = 0, small = 0; const smallest = [];
+  const walker = document.createTreeWalker(document.querySelector('[data-testid="stApp"]'), NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const text = n.textContent.trim(), el = n.parentElement;
+    if (!text || el.closest('.katex-mathml, style, script')) continue;
+    const range = document.createRange(); range.selectNodeContents(n); const box = range.getBoundingClientRect();
+    if (box.width < 1 || box.height < 1 || box.bottom <= 0 || box.top >= innerHeight || box.right <= 0
+        || box.left >= innerWidth) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility === 'hidden' || +style.opacity === 0) continue;
+    const px = parseFloat(style.fontSize);
+    if (px >= 15.9) large += text.length; else { small += text.length; smallest.push(text.slice(0, 20) + ' ' + px); }
+  }
+  return {share: large / Math.max(1, large + small), smallest: smallest.slice(0, 8)};
+}"""
 
 README = ROOT / "README.md"
 PAGE_TITLES = {"": "Explore", "compare": "Compare", "learn": None}  # Learn's heading is its section's
@@ -29,6 +53,7 @@ def test_the_demo_script_is_a_handful_of_links_in_order():
     links = demo_links()
     assert 6 <= len(links) <= 10
     assert all("present=1" in link for link in links), "every demo view opens in presenter mode"
+    assert all(urlsplit(link).fragment in ANCHORS for link in links), "every link names the figure it is about"
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +97,27 @@ def problems_on(page, link: str) -> list[str]:
             found.append("the what-if's changed decoding is not shown")
         if params.get("explore_hidden") == "true" and page.locator(".st-key-explore_fig_h .main-svg").count() == 0:
             found.append("the hidden-states section is not open")
+    return found + on_screen(page, url.fragment)
+
+
+def on_screen(page, anchor: str) -> list[str]:
+    """What the first screen lacks: the named figure, large type, texts that fit."""
+    found = []
+    figure = next((page.locator(s).first for s in ANCHORS[anchor] if page.locator(s).count()), None)
+    box = figure.bounding_box() if figure is not None else None
+    if box is None:
+        found.append(f"the figure #{anchor} is not on the page")
+    else:
+        seen = min(box["y"] + box["height"], VIEWPORT[1]) - max(box["y"], TOP_BAR)
+        if seen < min(box["height"], VIEWPORT[1] - TOP_BAR) * 0.9:
+            found.append(f"the figure #{anchor} is not in the first screen (top {box['y']:.0f}, "
+                         f"height {box['height']:.0f})")
+    sizes = page.evaluate(TEXT_SIZES)
+    if sizes["share"] < 0.9:
+        found.append(f"only {sizes['share']:.0%} of the visible text is 16 px or more: {sizes['smallest']}")
+    cut = clipped_text(page)
+    if cut:
+        found.append(f"texts cut off their box: {cut[:5]}")
     return found
 
 
@@ -79,11 +125,29 @@ def test_every_demo_link_opens_its_view(server, tmp_path):
     shots = Path(os.environ["EXPLORER_SHOTS"]) if os.environ.get("EXPLORER_SHOTS") else tmp_path
     shots.mkdir(parents=True, exist_ok=True)
     problems = []
-    with chromium(1024, 768) as page:
+    with chromium(*VIEWPORT) as page:
         for number, link in enumerate(demo_links(), start=1):
             url = urlsplit(link)
-            open_app(page, server, url.path.lstrip("/") + "?" + url.query)
+            open_app(page, server, url.path.lstrip("/") + "?" + url.query + "#" + url.fragment)
             wait_charts(page)
+            page.wait_for_function(f"() => document.body.dataset.explorerLanded === {url.fragment!r}",
+                                   timeout=30_000)
             page.screenshot(path=str(shots / f"readme-demo-{number}.png"))
             problems += [f"link {number} ({link}): {p}" for p in problems_on(page, link)]
     assert not problems, "\n".join(problems)
+
+
+def test_presenter_mode_offers_a_qr_code_of_the_view(server):
+    """The QR code's address is the view's: the page, its model, input and step (a phone opens the same)."""
+    link = demo_links()[1]
+    url = urlsplit(link)
+    with chromium(*VIEWPORT) as page:
+        open_app(page, server, url.path.lstrip("/") + "?" + url.query)
+        page.get_by_role("button", name="QR code").click()
+        image = page.get_by_role("img", name="QR code of this view")
+        image.wait_for()
+        assert image.get_attribute("src").startswith("data:image/svg+xml")
+        address = page.locator('[data-testid="stPopoverBody"] code').inner_text()
+        params = parse_qs(urlsplit(address).query)
+        assert address.startswith(server.url) and params["model"] == ["reverse"] and params["present"] == ["1"]
+        assert params["input"] == ["31415926"] and params["step"] == ["1"]

@@ -250,7 +250,7 @@ OPTION_CASES = {
                       "max_len (3) must not be below min_len (9)"),
     "no samples": (["eval", "--checkpoint", "{ckpt}", "--samples", "0", "--json"], "--samples must be at least 1"),
     "temperature nan": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--temperature", "nan"],
-                        "temperature must be a positive number"),
+                        "--temperature must be a finite number"),
     "mask out of range": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--mask", "5"],
                           "cannot mask position 5"),
     "mask everything": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--mask", "1", "--mask", "2"],

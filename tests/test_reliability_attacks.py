@@ -469,7 +469,7 @@ EXIT_CASES = {
                                     "1:99999999999999999999"], "--pin expects STEP:VALUE"),
     "force x:1": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--force", "x:1"], "--force expects"),
     "temperature inf": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--temperature", "inf"],
-                        "temperature must be a positive number"),
+                        "--temperature must be a finite number"),
     "mask 10**30": (["trace", "--checkpoint", "{ckpt}", "--input", "12", "--mask", str(10**30)], "--mask must be"),
     "checkpoint name of 5,000 characters": (["info", "--checkpoint", "a" * 5000], "has 5,000 characters"),
     "checkpoint part of 300 characters": (["info", "--checkpoint", "d/" + "a" * 300], "a name of 300 bytes"),

@@ -19,7 +19,7 @@ from explorer.engine.bundle import ModelBundle, Prepared
 from explorer.engine.decoding import beam_record
 from explorer.errors import ExplorerError
 from explorer.engine.lengths import output_cap
-from explorer.limits import MAX_BEAM_WIDTH
+from explorer.limits import MAX_BEAM_WIDTH, MAX_TEMPERATURE, MIN_TEMPERATURE, url_number
 from explorer.record import BeamRecord, Candidate, Intervention, Trace, trace_csv, trace_frame
 from explorer.engine.trace import trace
 from explorer.data.vocab import EOS, UNK
@@ -100,13 +100,7 @@ def intervention_query(iv: Intervention) -> dict[str, str]:
 
 
 def _url_number(text: str, what: str, kind: type = int) -> int | float:
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ExplorerError(f"the link's {what} {text!r} is not a number") from None
-    if kind is int and value < 1:
-        raise ExplorerError(f"the link's {what} {text!r} must be 1 or more")
-    return value
+    return url_number(text, what, 1 if kind is int else None, None, kind)
 
 
 def _url_pairs(text: str, what: str, separator: str | None) -> list[tuple[int, str]]:
@@ -124,9 +118,7 @@ def intervention_from_query(params: dict[str, str | None]) -> Intervention:
     (a position past the input, a step past the output) are checked where the trace is made."""
     temperature = 1.0
     if params.get("temp"):
-        temperature = float(_url_number(params["temp"], "temperature", float))
-        if not 0.01 <= temperature <= 100:
-            raise ExplorerError(f"the link's temperature {temperature:g} is outside 0.01–100")
+        temperature = float(url_number(params["temp"], "temperature", MIN_TEMPERATURE, MAX_TEMPERATURE, float))
     masked = ()
     if params.get("mask"):
         masked = tuple(sorted({int(_url_number(x.strip(), "masked position")) - 1

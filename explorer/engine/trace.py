@@ -7,7 +7,6 @@ figures, exports, tests); it lives in the torch-free `explorer.record`. It is bu
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
@@ -18,6 +17,7 @@ from explorer.engine.devices import model_device
 from explorer.errors import ExplorerError
 from explorer.engine.lengths import output_cap
 from explorer.engine.model import Control
+from explorer.limits import check_temperature
 from explorer.record import Intervention, Trace
 from explorer.data.tasks import alignment_matrix
 from explorer.data.vocab import EOS, SOS
@@ -26,8 +26,7 @@ from explorer.data.vocab import EOS, SOS
 def _controls(intervention: Intervention, source_len: int, steps: int,
               device: torch.device | None = None) -> tuple[Control | None, dict[int, Control]]:
     """Translate an intervention into per-step Controls for the step function (tensors on `device`)."""
-    if not (math.isfinite(intervention.temperature) and intervention.temperature > 0):
-        raise ExplorerError(f"temperature must be a positive number, got {intervention.temperature}")
+    check_temperature(intervention.temperature)
     for pos in intervention.masked:
         if not 0 <= pos < source_len:
             raise ExplorerError(f"cannot mask position {pos + 1}: the input has positions 1–{source_len}")

@@ -17,7 +17,7 @@ from dataclasses import replace
 import streamlit as st
 
 from explorer.app.figures import offline
-from explorer.app.pages import beam_panel, common, landing, neighbours_panel
+from explorer.app.pages import beam_panel, common, landing, neighbours_panel, presenter
 from explorer.app.pages import explore_panels as panels
 from explorer.app.pages import explore_shared as shared
 from explorer.app.pages import explore_state as state
@@ -104,6 +104,7 @@ def render() -> None:
     shared.guarded(what_if.render, bundle, request, tr, original)
     shared.guarded(_downloads, bundle, request, tr)
     landing.once("explore", arrived)
+    presenter.qr_code()
 
 
 def _metric_note(bundle) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from explorer.errors import ExplorerError
+from explorer.limits import url_number
 from explorer.app.pages import common
 from explorer.record import INTERVENTION_URL_KEYS, Intervention
 from explorer.app.engine_link import engine_module
@@ -73,16 +74,17 @@ def apply_url(names: list[str]) -> None:
     if incoming["target"] is not None:
         put("target", incoming["target"])
     for key, name, hi in (("width", "beam_width", views.MAX_BEAM_WIDTH), ("step", "step", 10_000)):
-        try:
-            value = int(incoming[key] or "")
-        except ValueError:
+        if not incoming[key]:
             continue
-        put(name, min(max(value, 1), hi))
+        try:
+            put(name, min(max(int(url_number(incoming[key], name.replace("_", " "))), 1), hi))
+        except ExplorerError as exc:
+            put("url_problem", str(exc))
     if "node" in changed or (first and incoming["node"] is not None):
         try:
-            put("node", max(int(incoming["node"] or ""), 1) - 1)
-        except ValueError:
-            put("url_problem", f"the link's beam node {incoming['node']!r} is not a number")
+            put("node", max(int(url_number(incoming["node"] or "", "beam node")), 1) - 1)
+        except ExplorerError:
+            put("url_problem", f"the link's beam node {str(incoming['node'])[:20]!r} is not a number")
     if first or any(key in changed for key in INTERVENTION_URL_KEYS):
         _apply_url_intervention(incoming)
     put("synced", {key: value for key, value in incoming.items() if value is not None})

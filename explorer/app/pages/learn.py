@@ -485,5 +485,6 @@ def render() -> None:
     st.divider()
     _tour_bar(t, section, "bottom")
     st.session_state["learn_rendered_lang"] = lang
+    presenter.qr_code()
     if arrived:
         landing.once("learn", "bottleneck" if SECTIONS[section - 1] is section_bottleneck else "section")

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.errors import ExplorerError
+from explorer.limits import url_number
 from explorer.app.pages import common
 from explorer.record import Trace
 from explorer.app.engine_link import engine_module
@@ -52,16 +53,23 @@ def _from_url() -> None:
         return
     st.session_state[K + "synced"] = (raw, k)
     if raw:
-        kind, number = raw[:1], raw[1:]
-        if kind in neighbours.KINDS and number.isdigit() and int(number) >= 1:
-            st.session_state[K + "kind"] = kind
-            st.session_state[K + "at"] = int(number)
-            st.session_state[K + "open"] = True
-        else:
-            st.warning(f"The link's neighbour query {raw!r} is not h<i> or s<t> (e.g. nn=s3); it was ignored.",
+        kind = raw[:1]
+        try:
+            if kind not in neighbours.KINDS:
+                raise ExplorerError("not h or s")
+            at = int(url_number(raw[1:], "neighbour position", 1))
+        except ExplorerError:
+            st.warning(f"The link's neighbour query {raw[:40]!r} is not h<i> or s<t> (e.g. nn=s3); it was ignored.",
                        icon=":material/link_off:")
-    if k and k.isdigit():
-        st.session_state[K + "k"] = min(max(int(k), 1), MAX_K)
+        else:
+            st.session_state[K + "kind"] = kind
+            st.session_state[K + "at"] = at
+            st.session_state[K + "open"] = True
+    if k:
+        try:
+            st.session_state[K + "k"] = min(max(int(url_number(k, "number of neighbours")), 1), MAX_K)
+        except ExplorerError as exc:
+            st.warning(f"{exc}; it was ignored.", icon=":material/link_off:")
 
 
 def _to_url(kind: str, at: int, k: int) -> None:

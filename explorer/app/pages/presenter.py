@@ -13,7 +13,12 @@ stays typing.
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlencode
+
+import segno
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 KEY = "presenter"
 URL_KEY = "present"
@@ -40,6 +45,9 @@ PRESENTER_CSS = """
 [data-testid="stApp"] *:not(h1, h2, h3, h4, h5, h6, .katex, .katex *, svg, svg *, [data-testid="stIconMaterial"],
   [data-testid="stIconMaterial"] *, .material-symbols-rounded) { font-size: max(1em, 16px) !important; }
 [data-testid="stDataFrame"] { zoom: 1.1; }
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; height: auto !important;
+}
 """
 
 # The keys of the step controls (Streamlit's own button shortcuts, which leave typing in a field alone).
@@ -61,15 +69,61 @@ def _on_switch() -> None:
 
 
 def switch() -> None:
-    """The switch (top right, on every page) and the CSS it turns on."""
+    """The switch (top right, on every page) and the CSS it turns on; in presenter mode also a QR code of the
+    view, which a page refreshes (`qr_code`) once it has written its state into the address."""
     presenting = on()
     if presenting and st.query_params.get(URL_KEY) != "1":  # a page change dropped it from the address
         st.query_params[URL_KEY] = "1"
-    with st.container(key="presenter_bar", horizontal=True, horizontal_alignment="right"):
+    with st.container(key="presenter_bar", horizontal=True, horizontal_alignment="right",
+                      vertical_alignment="center"):
+        if presenting:
+            holder = st.popover("QR code", icon=":material/qr_code_2:", key="presenter_qr",
+                                help="This view as a QR code, so a class can open it on their phones").empty()
+            _QR_HOLDERS[_session()] = holder
+            _fill_qr(holder)
         st.toggle("Presenter mode", key=KEY, on_change=_on_switch,
                   help="For a projector: larger chart labels and formulas, less chrome, and the keyboard "
                        "steps (← → step, space play/pause, Home/End). Also `?present=1` in the address.")
     st.html(f"<style>{ALWAYS_CSS}{PRESENTER_CSS if presenting else ''}</style>")
+
+
+# The QR code's place in this run's page, per session (a page refreshes it at its end).
+_QR_HOLDERS: dict[str, Any] = {}
+
+
+def _session() -> str:
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
+
+
+def view_address(base: str, params: dict[str, str]) -> str:
+    """The address of the current view: the page's URL and its query string."""
+    query = urlencode(params)
+    return f"{base}?{query}" if query else base
+
+
+def qr_svg(address: str) -> str:
+    """A QR code of `address` as an SVG data URI (segno; medium error correction survives a projector's blur)."""
+    return segno.make(address, error="m").svg_data_uri(scale=6, border=2)
+
+
+def _fill_qr(holder: Any) -> None:
+    base = st.context.url
+    with holder.container():
+        if not base:
+            st.caption("The address of this view is not known here.")
+            return
+        address = view_address(base, st.query_params.to_dict())
+        st.html(f'<img src="{qr_svg(address)}" alt="QR code of this view" width="260" height="260">')
+        st.code(address, language=None, wrap_lines=True)
+        st.caption("Phones reach it when the app is served on an address of the room's network (not localhost).")
+
+
+def qr_code() -> None:
+    """Redraw the QR code with the address as the page left it (its model, input, step, what-if)."""
+    holder = _QR_HOLDERS.pop(_session(), None)
+    if holder is not None and on():
+        _fill_qr(holder)
 
 
 def shortcut(control: str) -> str | None:
