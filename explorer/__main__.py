@@ -80,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--overwrite", action="store_true", help="replace the --out file if it exists (without it, an "
                                                             "existing file is refused before training)")
     t.add_argument("--name", help="model name stored in the checkpoint (default: the file's stem)")
+    t.add_argument("--resume", default=None, metavar="CHECKPOINT",
+                   help="train this checkpoint further (a shipped NAME or a PATH) instead of a new model, on --data "
+                        "(the file it was trained on, or a new one in its languages) or on its --task; its sizes and "
+                        "vocabularies are kept, the training flags apply to this run (default: a new model)")
     toy = defaults.CLI_TOY
     t.add_argument("--attention", choices=defaults.ATTENTIONS, default=toy["attention"], help="the score function")
     t.add_argument("--cell", choices=defaults.CELLS, default=toy["cell"], help="the recurrent cell")
@@ -158,6 +162,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="translation: BPE-dropout while training, the chance that each merge is left out when a "
                         "training pair is spelt in pieces afresh each epoch (0.1 is the paper's; default: 0, "
                         "one spelling)")
+    t.add_argument("--augment", type=float, default=dd["augment"],
+                   help="translation: the chance of each typed variation of a training pair when it is drawn: the "
+                        "source's final punctuation left off, the source lower-cased, and (at twice the rate) a name "
+                        "or number replaced by another on both sides, so the model reads what people type (0: the "
+                        f"text as written; default {dd['augment']:g})")
     t.add_argument("--label-smoothing", type=float, default=None,
                    help="share of each target's probability spread over the vocabulary (default 0.1 for "
                         "translation, 0 for toy tasks)")

@@ -56,8 +56,9 @@ APP_TASK_TARGET = 0.99
 # --- translation (your own TSV) -------------------------------------------------------------------
 # max_tokens counts subword pieces; min_freq: a piece is learnt only if seen this often (explorer/data/subwords.py)
 # subword_dropout: BPE-dropout's rate while training (SubwordTokenizer.sample); 0 trains on one spelling
+# augment: the chance of each typed variation of a training pair (data/robust.Variation); 0 trains on the text as written
 TRANSLATION_DATA_DEFAULTS: dict[str, Any] = {"max_tokens": 40, "min_freq": 2, "valid_fraction": 0.05,
-                                             "subword_dropout": 0.0}
+                                             "subword_dropout": 0.0, "augment": 0.25}
 TRANSLATION_TRAIN_DEFAULTS: dict[str, Any] = {"batch_size": 64, "lr": 2e-3, "eval_samples": 1000,
                                               "label_smoothing": 0.1}
 LARGE_MODEL: dict[str, Any] = {"embed": 128, "hidden": 256, "attn_dim": 128, "bidirectional": True, "dropout": 0.2}

@@ -64,7 +64,8 @@ def test_every_merge_dropped_leaves_single_characters(side) -> None:
 
 def _setup(rate: float):
     return translation_setup(FIXTURES / "eng-fra-good.tsv", "pieces", {"embed": 8, "hidden": 16, "attn_dim": 8},
-                             src_lang="en", tgt_lang="fr", min_freq=1, valid_fraction=0.2, subword_dropout=rate)
+                             src_lang="en", tgt_lang="fr", min_freq=1, valid_fraction=0.2, subword_dropout=rate,
+                             augment=0.0)
 
 
 def test_training_batches_are_spelt_afresh_alike_on_every_rank() -> None:

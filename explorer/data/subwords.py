@@ -71,6 +71,12 @@ def prepare_text(text: str, language: str) -> str:
     return to_simplified(text) if is_chinese(language) else text
 
 
+def prepare_source(text: str, language: str) -> str:
+    """A source sentence as the model reads it: `prepare_text` of what `robust.read_as` keeps of the typing."""
+    from explorer.data.robust import read_as
+    return prepare_text(read_as(text), language)
+
+
 def _pre_tokenizer(scheme: str) -> dict:
     return {"type": "Sequence", "pretokenizers": [
         {"type": "Metaspace", "replacement": MARK, "prepend_scheme": scheme, "split": True},

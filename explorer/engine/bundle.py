@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from explorer.errors import ExplorerError
 from explorer.engine.model import Seq2Seq, count_parameters
-from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_text, word_groups
+from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_source, prepare_text, word_groups
 from explorer.data.tasks import Example, Task, TaskSpec, make_task
 from explorer.data.vocab import EOS, PAD, SOS, UNK, Vocab
 
@@ -96,7 +96,7 @@ class ModelBundle:
         if self.task_obj is not None:
             return tuple(self.task_obj.tokenize(text))
         if self.subwords is not None:
-            return tuple(self.subwords[0].tokenize(prepare_text(text, self.languages[0])))
+            return tuple(self.subwords[0].tokenize(prepare_source(text, self.languages[0])))
         return tuple(self._tokenizers[0].tokenize(text))
 
     def tokenize_target(self, text: str) -> tuple[str, ...]:

@@ -12,7 +12,8 @@ from explorer import defaults
 from explorer.engine.bundle import ModelBundle
 from explorer.errors import ExplorerError
 from explorer.limits import LIMITS, Limits
-from explorer.data.subwords import prepare_text
+from explorer.data.robust import Variation
+from explorer.data.subwords import is_chinese, prepare_source, prepare_text
 from explorer.training.train import Pair, PairData, spelt_afresh
 from explorer.data.vocab import UNK
 
@@ -36,10 +37,13 @@ def vocabulary_coverage(bundle: ModelBundle, pairs: list[tuple[str, str]]) -> tu
     return tuple(k / t if t else 0.0 for k, t in zip(known, total))  # type: ignore[return-value]
 
 
-def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int,
-              limits: Limits = LIMITS) -> tuple[PairData, list[tuple[str, str]]]:
+def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int, limits: Limits = LIMITS,
+              extra: Sequence[tuple[str, str]] = (), augment: float | None = None
+              ) -> tuple[PairData, list[tuple[str, str]]]:
     """A translation model's data to train further on: a TSV (the one it was trained on, or a new one) split
-    as training splits it, and the held-out pairs as text. ExplorerError with the reason when it does not fit."""
+    as training splits it, and the held-out pairs as text. ExplorerError with the reason when it does not fit.
+    `extra` pairs join the training split only; `augment` (default: the rate the model was trained with)
+    draws typed variants of the training pairs (data/robust.Variation)."""
     if tsv is None:
         raise ExplorerError(f"{bundle.name} is a translation model: upload a TSV file of sentence pairs to train "
                             "it on (the file it was trained on, or a new one in the same languages)")
@@ -54,7 +58,8 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int,
     def usable(items) -> list[tuple[str, str]]:
         return [(s, t) for _, (s, t) in items
                 if 0 < len(bundle.tokenize_source(s)) <= max_src and 0 < len(bundle.tokenize_target(t)) <= max_tgt]
-    train_text, valid_text = usable(train_items), usable(valid_items)
+    train_text = usable(train_items) + usable(enumerate(extra))
+    valid_text = usable(valid_items)
     if not train_text:
         raise ExplorerError(f"no pair in the file fits {bundle.name} (sentences of at most {max_src} tokens)")
     src_known, tgt_known = vocabulary_coverage(bundle, train_text)
@@ -72,15 +77,22 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int,
     probe = train_text[0][0]
     usual = [to_pair(s, t) for s, t in train_text]
     resample, rate = None, subword_dropout(bundle)
-    if bundle.subwords is not None and rate:  # a model trained with subword dropout goes on training with it
+    augment = recorded_rate(bundle, "augment") if augment is None else augment
+    if bundle.subwords is not None and (rate or augment):  # a model goes on training as it was trained
         src_lang, tgt_lang = bundle.languages
-        prepared = [(prepare_text(s, src_lang), prepare_text(t, tgt_lang)) for s, t in train_text]
-        resample = spelt_afresh(bundle.subwords, prepared, usual, encode, rate, max_src, max_tgt)
+        prepared = [(prepare_source(s, src_lang), prepare_text(t, tgt_lang)) for s, t in train_text]
+        vary = Variation(augment, is_chinese(tgt_lang)) if augment else None
+        resample = spelt_afresh(bundle.subwords, prepared, usual, encode, rate, max_src, max_tgt, vary)
     data = PairData(usual, [to_pair(s, t) for s, t in valid_text], probe, resample)
     return data, valid_text
 
 
 def subword_dropout(bundle: ModelBundle) -> float:
     """The subword dropout a model was trained with (its header's training record), 0 if none or not a rate."""
-    rate = bundle.training.get("subword_dropout", 0.0)
-    return float(rate) if isinstance(rate, (int, float)) and 0 <= rate < 1 else 0.0
+    return recorded_rate(bundle, "subword_dropout")
+
+
+def recorded_rate(bundle: ModelBundle, key: str) -> float:
+    """A rate in the model's training record, 0 if none or not a rate in [0, 1)."""
+    rate = bundle.training.get(key, 0.0)
+    return float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 <= rate < 1 else 0.0

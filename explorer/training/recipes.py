@@ -90,6 +90,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
                       valid_fraction: float = TRANSLATION_DATA_DEFAULTS["valid_fraction"], max_vocab: int | None = None,
                       extra: Sequence[tuple[str, str]] = (), extra_repeat: int = 1,
                       subword_dropout: float = TRANSLATION_DATA_DEFAULTS["subword_dropout"],
+                      augment: float = TRANSLATION_DATA_DEFAULTS["augment"],
                       note: Callable[[str], None] | None = None,
                       ) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
     """A fresh translation model and its data from a TSV file (or uploaded bytes).
@@ -100,14 +101,16 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     `extra_repeat` times, join the training split only: validation stays the file's own held-out pairs.
     `subword_dropout` > 0 spells each training pair afresh whenever it is drawn (BPE-dropout at that rate,
     `SubwordTokenizer.sample`; a spelling longer than `max_tokens` falls back to the usual one); validation
-    and everything after training use the usual pieces.
+    and everything after training use the usual pieces. `augment` > 0 draws training pairs as typed variants
+    at that rate (data/robust.Variation: no final punctuation, lower case, other names and numbers).
     A side too long to fit `max_tokens` pieces is left out before any tokenizer is trained (its cost grows
     faster than the line). `note` hears, one line each, which lines were skipped or left out and why, and a
     warning when few pairs are left to train on.
     Returns the bundle, the id pairs for training/validation, and the kept validation pairs as the file's
     text (for BLEU)."""
     from explorer.data.corpus import guess_language, load_tsv, load_tsv_bytes, short_pairs, split_pairs
-    from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_text
+    from explorer.data.robust import Variation
+    from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_source, prepare_text
     corpus = load_tsv_bytes(path, name=name) if isinstance(path, bytes) else load_tsv(path)
     say = note or (lambda _text: None)
     if corpus.skipped:
@@ -126,7 +129,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     if extra_repeat < 1:
         raise ExplorerError("extra pairs must be repeated at least once")
     train_pairs = [p for _, p in train_items] + list(extra) * extra_repeat
-    train_text = [(prepare_text(s, src_lang), prepare_text(t, tgt_lang)) for s, t in train_pairs]
+    train_text = [(prepare_source(s, src_lang), prepare_text(t, tgt_lang)) for s, t in train_pairs]
     train_text = [(s, t) for s, t in train_text if s and t]
     if not train_text:
         raise ExplorerError("no sentence pair with text on both sides to train on")
@@ -160,8 +163,9 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
             valid_tok.append(to_pair(src, tgt))
     probe = next((s for s, _t in train_text if 6 <= len(s.split()) <= 9), None) or default_probe(train_text)
     usual = [to_pair(s, t) for s, t in train_tok]
+    vary = Variation(augment, is_chinese(tgt_lang)) if augment else None
     data = PairData(usual, valid_tok, probe, spelt_afresh((src_sub, tgt_sub), [text for text, _ in kept], usual,
-                                                          to_pair, subword_dropout, max_tokens, max_tokens))
+                                                          to_pair, subword_dropout, max_tokens, max_tokens, vary))
     bundle.examples = pick_examples(bundle, valid_kept)
     return bundle, data, valid_kept
 
@@ -194,9 +198,10 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
     """The CLI's `train`: a toy task or a TSV, with the given options over the defaults, on `device`
     (default: `args.device`, else auto), as one rank of `world` (None: alone); `note` hears what the data
     preparation left out (translation_setup); `stop` ends the run on its best validation's weights so far."""
-
     device = device if device is not None else getattr(args, "device", "auto")
     name = args.name or Path(args.out).name.removesuffix(".safetensors")
+    if getattr(args, "resume", None):
+        return resume_from_args(args, name, on_eval=on_eval, on_step=on_step, device=device, world=world)
     if args.task:
         model_options, cfg = task_settings(args)
         spec = TaskSpec(args.task, args.min_len, args.max_len, args.alphabet)
@@ -209,8 +214,7 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
     if args.extra_data:
         from explorer.data.corpus import load_tsv
         extra = load_tsv(args.extra_data).pairs
-    data_options = {key: getattr(args, key, None) if getattr(args, key, None) is not None else value
-                    for key, value in TRANSLATION_DATA_DEFAULTS.items()}
+    data_options = _data_options(args)
     bundle, data, _ = translation_setup(args.data, name, model_options, seed=train_options.get("seed", 0),
                                         src_lang=args.src_lang, tgt_lang=args.tgt_lang, **data_options,
                                         max_vocab=args.vocab_size, extra=extra, extra_repeat=args.extra_repeat,
@@ -225,8 +229,58 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
     bundle.training = {**bundle.training, "data": Path(args.data).name, "max_tokens": args.max_tokens,
                        "min_freq": args.min_freq, "valid_fraction": args.valid_fraction,
                        "vocab_size": args.vocab_size or "auto", "subword_dropout": args.subword_dropout,
+                       "augment": args.augment,
                        **({"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat}
                           if args.extra_data else {})}
+    return bundle, result
+
+
+def _data_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {key: getattr(args, key, None) if getattr(args, key, None) is not None else value
+            for key, value in TRANSLATION_DATA_DEFAULTS.items()}
+
+
+def resume_from_args(args: argparse.Namespace, name: str, on_eval: Callback | None = None,
+                     on_step: Callback | None = None, device: str | torch.device | None = None,
+                     world: World | None = None) -> tuple[ModelBundle, TrainResult]:
+    """The CLI's `train --resume`: a saved model trained further with this run's flags, its shape and
+    vocabularies kept; a translation model on --data (split as its first training split it), a toy model on
+    fresh samples of its own task. The training record keeps the run it came from."""
+    from explorer.checkpoints import checkpoint
+    bundle = checkpoint.load(args.resume, name=name)
+    before = dict(bundle.training)
+    for p in bundle.model.parameters():
+        p.requires_grad_(True)
+    if bundle.task is not None:
+        if not args.task or args.task != bundle.task.name:
+            raise ExplorerError(f"--resume {args.resume} is a {bundle.task.name} model: give --task {bundle.task.name}")
+        task = bundle.task_obj
+        cfg = task_config(TrainConfig(**_pick(args, TRAIN_DEFAULTS, _TRAIN_ARGS)), task)
+        data: Any = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
+        recorded: dict[str, Any] = {}
+    else:
+        if not args.data:
+            raise ExplorerError(f"--resume {args.resume} is a translation model: give --data, a TSV of its languages")
+        from explorer.data.corpus import load_tsv
+        from explorer.training.further_data import pair_data
+        extra = load_tsv(args.extra_data).pairs * args.extra_repeat if args.extra_data else ()
+        seed = int(before.get("seed", 0)) if isinstance(before.get("seed"), int) else 0
+        data, _ = pair_data(bundle, Path(args.data).read_bytes(), seed, extra=extra, augment=args.augment)
+        _, train_options = translation_settings(args)
+        cfg = TrainConfig(**translation_run(train_options, len(data.train_pairs), getattr(args, "epochs", None)))
+        recorded = {key: before[key] for key in ("max_tokens", "min_freq", "valid_fraction", "vocab_size",
+                                                 "subword_dropout") if key in before}
+        recorded.update({"data": Path(args.data).name, "augment": args.augment,
+                         **({"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat}
+                            if args.extra_data else {})})
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world)
+    try:
+        result = trainer.run()
+    finally:
+        trainer.close()
+    bundle.training = {**bundle.training, **recorded, "resumed_from": Path(str(args.resume)).name,
+                       "resumed_after_steps": int(before.get("steps_done", 0) or 0),
+                       "resumed_after_seconds": float(before.get("seconds", 0.0) or 0.0)}
     return bundle, result
 
 

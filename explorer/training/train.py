@@ -195,18 +195,25 @@ class PairData:
 
 def spelt_afresh(subwords: Sequence[Any], texts: Sequence[tuple[str, str]], usual: Sequence[Pair],
                  encode: Callable[[Sequence[str], Sequence[str]], Pair], rate: float, max_src: int,
-                 max_tgt: int) -> Callable[[int, random.Random], Pair] | None:
-    """PairData's `resample` for subword dropout: training pair i spelt afresh from its prepared text
-    `texts[i]` by the (source, target) SubwordTokenizers at `rate`, or `usual[i]` when a spelling is longer
-    than `max_src` / `max_tgt` pieces. None at rate 0 (one spelling, the pairs as given)."""
-    if not rate:
+                 max_tgt: int, vary: Callable[[str, str, random.Random], tuple[str, str]] | None = None
+                 ) -> Callable[[int, random.Random], Pair] | None:
+    """PairData's `resample`: training pair i drawn afresh from its prepared text `texts[i]`, first as a typed
+    variant (`vary`, see data/robust.Variation), then spelt by the (source, target) SubwordTokenizers with
+    BPE-dropout at `rate`; `usual[i]` when a spelling is longer than `max_src` / `max_tgt` pieces.
+    None without either (one spelling, the pairs as given)."""
+    if not rate and vary is None:
         return None
     src_sub, tgt_sub = subwords
 
+    def spell(sub: Any, text: str, rng: random.Random) -> list[str]:
+        return sub.sample(text, rng, rate) if rate else sub.tokenize(text)
+
     def resample(i: int, rng: random.Random) -> Pair:
         source, target = texts[i]
-        src, tgt = src_sub.sample(source, rng, rate), tgt_sub.sample(target, rng, rate)
-        return encode(src, tgt) if len(src) <= max_src and len(tgt) <= max_tgt else usual[i]
+        if vary is not None:
+            source, target = vary(source, target, rng)
+        src, tgt = spell(src_sub, source, rng), spell(tgt_sub, target, rng)
+        return encode(src, tgt) if 0 < len(src) <= max_src and 0 < len(tgt) <= max_tgt else usual[i]
     return resample
 
 

@@ -1,0 +1,141 @@
+"""Text as people type it: what a translation model reads, and training pairs varied the ways typing varies.
+
+Two means, measured together by benchmarks/robustness.py:
+- `read_as` (every input, training and use alike): text written ALL IN CAPITALS is read in sentence case, and
+  pictographs (emoji) are left out, since neither carries meaning a model of these corpora learnt; the pages
+  show the pieces the model read, so the trace stays what the model computed.
+- `Variation` (training only): a training pair is drawn as typed variants, the source's final punctuation left
+  off, the source lower-cased, a name replaced on both sides by another name, a number by another number, so
+  the model learns to finish a sentence without a cue, to read any case, and to copy what it cannot translate.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+NAMES_FILE = Path(__file__).resolve().parents[2] / "data" / "names.txt"
+# A name written in Chinese targets as its usual transcription (the corpora's most frequent names).
+CHINESE_NAMES: dict[str, str] = {"Tom": "汤姆", "Mary": "玛丽", "John": "约翰", "Jack": "杰克", "Alice": "爱丽丝",
+                                 "Bob": "鲍勃", "Jim": "吉姆", "Ken": "肯", "Lucy": "露西", "Mike": "迈克"}
+_FINAL = re.compile(r"\s*[.?!…。？！]+[\"'»”’)]*$")
+_WORD = re.compile(r"[A-Za-zÀ-ÿ]+")
+_NAME = re.compile(r"\b[A-Z][a-z]{1,15}\b")
+_NUMBER = re.compile(r"(?<![\d.,])\d{1,6}(?![\d.,]\d)")
+_DROPPED = frozenset(("So", "Sk", "Co", "Cs"))  # symbols (emoji), modifier symbols, private use, surrogates
+_JOINERS = frozenset(("\u200d", "\ufe0e", "\ufe0f"))
+
+
+def _pictograph(ch: str) -> bool:
+    return unicodedata.category(ch) in _DROPPED or ch in _JOINERS or 0x1F3FB <= ord(ch) <= 0x1F3FF
+
+
+def all_capitals(text: str) -> bool:
+    """Whether text is written in capitals: at least two words of letters, and no lower-case letter in them."""
+    words = [w for w in _WORD.findall(text) if len(w) > 1]
+    return len(words) >= 2 and all(w.isupper() for w in words)
+
+
+def sentence_case(text: str) -> str:
+    """Capitals as a sentence is written: lower case, the first letter and the pronoun "I" capital."""
+    lowered = re.sub(r"\bi\b", "I", text.lower())
+    match = re.search(r"[^\W_]", lowered)  # the first letter or digit: a sentence that starts with a number stays
+    if match is None or not match.group().isalpha():
+        return lowered
+    return lowered[: match.start()] + match.group().upper() + lowered[match.end():]
+
+
+def read_as(text: str) -> str:
+    """The text a translation model reads for typed `text`: pictographs left out, capitals in sentence case."""
+    kept = "".join(ch for ch in text if not _pictograph(ch))
+    if kept != text:  # "you 😀!" read as "you!", not "you !"
+        kept = re.sub(r"\s+([.,!?;:…])", r"\1", re.sub(r"\s{2,}", " ", kept))
+    kept = kept.strip()
+    if not kept:
+        return text.strip()
+    return sentence_case(kept) if all_capitals(kept) else kept
+
+
+@lru_cache(maxsize=1)
+def training_names() -> tuple[str, ...]:
+    """First names to substitute while training (data/names.txt, one a line)."""
+    lines = NAMES_FILE.read_text(encoding="utf-8").splitlines()
+    return tuple(n.strip() for n in lines if n.strip() and not n.startswith("#"))
+
+
+def replace_word(text: str, old: str, new: str) -> str:
+    """`text` with the whole word `old` (not a part of a longer word) replaced by `new`."""
+    return re.sub(rf"(?<![^\W\d_]){re.escape(old)}(?![^\W\d_])", lambda _: new, text)
+
+
+def names_in(source: str) -> list[str]:
+    """Capitalised words of a source sentence, in order, each once: the candidates for a person's name."""
+    return list(dict.fromkeys(_NAME.findall(source)))
+
+
+def target_name(name: str, target: str, chinese: bool = False) -> str:
+    """How `name` is written in `target` if it is there: itself, or its usual Chinese transcription ("" if not)."""
+    if chinese:
+        if name in target:
+            return name
+        form = CHINESE_NAMES.get(name, "")
+        return form if form and form in target else ""
+    return name if re.search(rf"(?<![^\W\d_]){re.escape(name)}(?![^\W\d_])", target) else ""
+
+
+def without_final_punctuation(text: str) -> str:
+    """The sentence with its final full stop, question or exclamation mark left off (unchanged if that is all)."""
+    return _FINAL.sub("", text) or text
+
+
+@dataclass(frozen=True)
+class Variation:
+    """Typed variants of a training pair (source, target), each drawn from the trainer's generator.
+
+    `rate` is the chance of each variation where it applies: the final punctuation left off, the source
+    lower-cased; a name or number (rarer in the data, and copying needs many examples) at twice the rate."""
+
+    rate: float
+    chinese_target: bool = False
+    names: tuple[str, ...] = field(default_factory=training_names)
+
+    def __call__(self, source: str, target: str, rng: random.Random) -> tuple[str, str]:
+        if not self.rate:
+            return source, target
+        source, target = self._name(source, target, rng)
+        source, target = self._number(source, target, rng)
+        if rng.random() < self.rate:
+            source = without_final_punctuation(source)
+        if rng.random() < self.rate:
+            source = source.lower()
+        return source, target
+
+    def _name(self, source: str, target: str, rng: random.Random) -> tuple[str, str]:
+        found = [n for n in names_in(source) if target_name(n, target, self.chinese_target)]
+        if not found or rng.random() >= min(1.0, 2 * self.rate):
+            return source, target
+        old = found[rng.randrange(len(found))]
+        new = self.names[rng.randrange(len(self.names))]
+        written = target_name(old, target, self.chinese_target)
+        if self.chinese_target:  # Chinese text has no spaces: a name there has no word boundary to look for
+            return replace_word(source, old, new), target.replace(written, new)
+        return replace_word(source, old, new), replace_word(target, written, new)
+
+    def _number(self, source: str, target: str, rng: random.Random) -> tuple[str, str]:
+        shared = [n for n in dict.fromkeys(numbers_in(source)) if re.search(rf"(?<!\d){n}(?!\d)", target)]
+        if not shared or rng.random() >= min(1.0, 2 * self.rate):
+            return source, target
+        old = shared[rng.randrange(len(shared))]
+        digits = rng.randint(1, 4)
+        new = str(rng.randint(10 ** (digits - 1) if digits > 1 else 0, 10 ** digits - 1))
+        pattern = rf"(?<!\d){old}(?!\d)"
+        return re.sub(pattern, new, source), re.sub(pattern, new, target)
+
+
+def numbers_in(text: str) -> list[str]:
+    """The runs of digits in a text that stand alone (not parts of 1.5 or 1,000)."""
+    return _NUMBER.findall(text)
