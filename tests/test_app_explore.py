@@ -170,6 +170,14 @@ def test_translation_marks_unknown_words(models_dir):
     assert not errors(at)
 
 
+def test_translation_says_what_the_model_read_when_it_is_not_what_was_typed(models_dir):
+    shouted = open_app(models_dir, model="tiny-fra", input="WHERE IS THE CAR 🚗")
+    captions = " ".join(c.value for c in shouted.caption)
+    assert "reads this as “Where is the car”" in captions and not errors(shouted)
+    typed = open_app(models_dir, model="tiny-fra", input="Where is the car")
+    assert "reads this as" not in " ".join(c.value for c in typed.caption)
+
+
 def test_session_models_are_listed_beside_the_shipped_ones(models_dir):
     at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
     own = SessionModels()

@@ -154,6 +154,9 @@ def check_intervention(bundle: ModelBundle, request: "Request") -> None:
             raise ExplorerError(f"the what-if pins attention to x{i + 1}, but the input has x1–x{S}")
         if not 0 <= t < steps:
             raise ExplorerError(f"the what-if pins step {t + 1}, but decoding has steps 1–{steps}")
+        if i in iv.masked:
+            raise ExplorerError(f"the what-if pins step {t + 1} to x{i + 1}, but x{i + 1} is masked (hidden from "
+                                "attention): unmask it or pin another input")
     for t, _ in iv.forced:
         if not 0 <= t < steps:
             raise ExplorerError(f"the what-if forces a token at step {t + 1}, but decoding has steps 1–{steps}")
@@ -190,6 +193,19 @@ def example_inputs(bundle: ModelBundle, article: bool = False) -> list[str]:
         return [e for e in bundle.task_obj.examples() if len(bundle.tokenize_source(e)) <= limit]
     known = [text for text in TRANSLATION_EXAMPLES if _reads(bundle, text)]
     return known or list(TRANSLATION_EXAMPLES[:5])
+
+
+def read_note(bundle: ModelBundle, text: str) -> str | None:
+    """What a translation model read when it is not the text as typed (data/robust.read_as), else None."""
+    from explorer.data.robust import read_as
+    from explorer.data.subwords import clean_text
+    if not bundle.uses_pieces or not isinstance(text, str):
+        return None
+    read = read_as(text)
+    if clean_text(read) == clean_text(text):
+        return None
+    return (f"The model reads this as “{read}”: text in capitals is read in sentence case and emoji are left out, "
+            "as in training. The pieces below are the ones it read.")
 
 
 def _reads(bundle: ModelBundle, text: str) -> bool:
