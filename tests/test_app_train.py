@@ -503,3 +503,16 @@ def test_a_training_process_does_not_run_the_app_again():
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "ScriptRunContext" not in run.stderr and "Session state does not function" not in run.stderr
+
+
+def test_the_pairs_left_out_for_length_are_said_on_the_page_as_on_the_command_line():
+    at = train_page()
+    at.radio(key="train_source").set_value("Translation (your TSV file)").run()
+    long = " ".join(["word"] * 50)
+    at.file_uploader(key="train_tsv").set_value(("long.tsv", PIG + f"{long}\tshort\n".encode(), "text/plain")).run()
+    at.button(key="train_start").click().run()
+    started = job(at)
+    started.stop()
+    started.join(30)
+    at.run()
+    assert any(w.value == "1 of 301 pairs left out: longer than 40 pieces could hold (line 301)" for w in at.warning)

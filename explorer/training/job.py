@@ -97,6 +97,7 @@ class TrainingJob:
         self._probe_every = probe_every or max(1, min(50, cfg.steps // max_snapshots))
         self._train_sample = train_sample
         self.held_out: list[tuple[str, str]] = []  # translation: the validation pairs as text (for BLEU)
+        self.notes: list[str] = []  # what preparing the data left out, one line each (recipes.translation_setup)
         self._snapshot: ModelBundle | None = None
         self._checkpoint: bytes | None = None
         self._resume: bytes | None = None

@@ -45,8 +45,9 @@ class Recipe:
         bundle, data, _ = self.setup()
         return bundle, data
 
-    def setup(self):
-        """(bundle, data source, held-out pairs as text: translation only, for BLEU and chrF)."""
+    def setup(self, note=None):
+        """(bundle, data source, held-out pairs as text: translation only, for BLEU and chrF); `note` hears what
+        preparing a TSV left out (recipes.translation_setup)."""
         if self.weights is not None:
             from explorer.checkpoints import checkpoint
             bundle = checkpoint.from_bytes(self.weights, self.name, source="the job's model")
@@ -64,7 +65,7 @@ class Recipe:
             return bundle, task, []
         from explorer.training.recipes import translation_setup
         return translation_setup(self.tsv, self.name, self.model_options, seed=self.seed,
-                                 max_tokens=self.max_tokens, min_freq=self.min_freq)
+                                 max_tokens=self.max_tokens, min_freq=self.min_freq, note=note)
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,8 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
     registry().check_memory(training_memory(len(tsv)))
     recipe = job_process.Recipe(name, dict(model_options), tsv=tsv, max_tokens=max_tokens, min_freq=min_freq,
                                 seed=cfg.seed)
-    bundle, data, held_out = recipe.setup()
+    notes: list[str] = []
+    bundle, data, held_out = recipe.setup(note=notes.append)
     if probe is not None:
         bundle.prepare(probe)  # an unusable probe is refused now, with the reason
     if auto:
@@ -108,6 +109,7 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
     job = TrainingJob(recipe, bundle, cfg, probe or data.probe_text(), probe=probe, publish=publish)
     job.memory = job_memory(bundle, cfg, len(tsv), 2 * max_tokens + 2)
     job.held_out = held_out
+    job.notes = notes
     return job
 
 

@@ -518,6 +518,8 @@ def _live_panel() -> None:
         st.rerun()  # the whole page: settings enabled again, continue/download shown
 
     st.subheader(f"Training {view.name}")
+    for note in job.notes:  # what preparing the file left out, as `train` says it on the command line
+        st.warning(note[:1].upper() + note[1:], icon=":material/warning:")
     if view.queued:
         top, stop = st.columns([6, 1], vertical_alignment="bottom")
         top.info(f"Waiting for a free training slot: {_ordinal(view.queue_place)} in the queue. Every slot "
