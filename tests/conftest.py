@@ -55,11 +55,13 @@ SLOW = frozenset({  # one process, but long: training runs, real corpora, a fres
     "test_embed_dropout::test_the_cli_trains_with_it_and_stores_it",
     "test_optim::test_training_does_not_import_torch_dynamo",
 })
-HEAVY_GROUP = "heavy"  # under `-n`, browser and multiprocess tests share one worker, so they never overlap
+HEAVY_GROUP = "heavy"  # under `-n`, browser and multiprocess tests share one worker, so they never overlap;
+# every other module is a group of its own, so a module-scoped fixture (often a trained model) is built once
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its tier (by module, or module::function), and group the heavy ones onto one worker."""
+    """Mark each test with its tier (by module, or module::function), and its xdist group: the heavy tests
+    together, every other module on its own."""
     grouping = config.pluginmanager.hasplugin("xdist")
     for item in items:
         module = item.path.stem
@@ -71,8 +73,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.multiprocess)
         if names & SLOW:
             item.add_marker(pytest.mark.slow)
-        if heavy and grouping:
-            item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP))
+        if grouping:
+            item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP if heavy else module))
 
 
 COPY_SPEC = TaskSpec("copy", 1, 6)
