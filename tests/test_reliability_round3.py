@@ -446,3 +446,108 @@ def test_a_planted_lock_link_is_refused_and_its_target_untouched(tmp_path, capsy
     with pytest.raises(ExplorerError, match="symbolic link"):
         checkpoint.save(small_bundle(), out / "m")
     assert not (out / "m.safetensors").exists()
+
+
+# --- 6. every URL parameter through one parser; every numeric option bounded ------------------------------
+
+@given(st.one_of(st.text(max_size=30), st.just("²"), st.just("9" * 5000), st.just("1e400"), st.just("nan")),
+       st.sampled_from([int, float]))
+@settings(max_examples=400, deadline=None)
+def test_any_link_value_is_a_number_in_range_or_one_message(text, kind):
+    from explorer.limits import url_number
+    try:
+        value = url_number(text, "step", 1, 100, kind)
+    except ExplorerError as exc:
+        assert str(exc).startswith("the link's step ") and "\n" not in str(exc) and len(str(exc)) < 300
+    else:
+        assert isinstance(value, kind) and 1 <= value <= 100
+
+
+@pytest.mark.parametrize("nn, nnk", [("s²", None), ("h" + "9" * 5000, None), ("s1", "²"), ("s1", "9" * 5000),
+                                     ("s\u0661", "\u0663")])
+def test_the_neighbours_link_values_are_parsed_not_crashed_on(models_dir, nn, nnk):
+    from test_app_explore import errors, open_app
+    params = {"nn": nn, **({"nnk": nnk} if nnk is not None else {})}
+    at = open_app(models_dir, model="copy", input="31415926", **params)
+    assert not errors(at)
+    assert any("ignored" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize("temperature", ["1e-38", "0.001", "1000", "1e308"])
+def test_a_temperature_out_of_range_is_refused_in_the_cli_and_the_engine(capsys, temperature):
+    from explorer.engine.trace import Intervention, trace
+    assert_refused(cli(["trace", "--checkpoint", "reverse", "--input", "123", "--temperature", temperature]),
+                   *capsys.readouterr(), "--temperature must be in [0.01, 100]")
+    with pytest.raises(ExplorerError, match="the temperature must be in"):
+        trace(small_bundle(), "12", Intervention(float(temperature)))
+
+
+# --- 9. app jobs: slots are never lost, a killed run does not restart from scratch ----------------------
+
+class _Run:
+    """A run as the slots see it: it launches unless it was stopped while it waited."""
+
+    def __init__(self, stopped: bool = False) -> None:
+        self.stopped, self.launched = stopped, False
+
+    def launch(self) -> bool:
+        self.launched = not self.stopped
+        return self.launched
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=8), st.integers(1, 3))
+@settings(max_examples=200, deadline=None)
+def test_runs_stopped_while_waiting_never_keep_a_slot(stopped_flags, slots_count):
+    from explorer.training.slots import Slots
+    slots = Slots(slots_count)
+    holders = [_Run() for _ in range(slots_count)]
+    assert all(slots.request(r) for r in holders)
+    waiting = [_Run(stopped=flag) for flag in stopped_flags]
+    assert not any(slots.request(r) for r in waiting)
+    for run in holders:  # the running ones finish while the waiting ones are (some) stopped
+        slots.release(run)
+    launched = [r for r in waiting if r.launched]
+    assert launched == [r for r in waiting if not r.stopped][:slots_count]
+    assert slots.running() == len(launched)
+    released: set[int] = set()
+    while len(released) < len([r for r in waiting if r.launched]):  # each launched run ends in turn
+        run = next(r for r in waiting if r.launched and id(r) not in released)
+        released.add(id(run))
+        slots.release(run)
+    assert all(r.launched for r in waiting if not r.stopped) and slots.running() == 0 and slots.waiting() == 0
+
+
+def test_continue_after_the_process_was_killed_says_the_state_is_gone_instead_of_starting_over():
+    import signal as signals
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_jobs import tiny_job, wait_until
+    from explorer.training.jobs import FAILED
+    job = tiny_job(steps=50_000)
+    job.start()
+    try:
+        wait_until(lambda: job.view().step >= 3)
+        os.kill(job.pid, signals.SIGKILL)
+        assert job.join(30) and job.state == FAILED
+        with pytest.raises(ExplorerError, match="ended at step [0-9,]+ without handing over its training state"):
+            job.continue_(10)
+        assert job.state == FAILED
+    finally:
+        job.stop()
+        job.join(30)
+
+
+def test_a_model_the_server_cannot_take_over_fails_its_job_with_the_reason(monkeypatch):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_jobs import tiny_job
+    from explorer.training import job as job_module
+    from explorer.training.jobs import FAILED
+
+    def refuse(*args, **kwargs):
+        raise ExplorerError("target_vocab[300] has 250 characters (limit 200)")
+    job = tiny_job(steps=12)
+    monkeypatch.setattr(job_module.checkpoint, "from_bytes", refuse)
+    job.start()
+    assert job.join(120)
+    assert job.state == FAILED
+    assert job.view().message == ("the trained model could not be taken over: target_vocab[300] has 250 characters "
+                                  "(limit 200)")

@@ -101,6 +101,7 @@ class TrainingJob:
         self._snapshot: ModelBundle | None = None
         self._checkpoint: bytes | None = None
         self._resume: bytes | None = None
+        self._resume_step = 0  # the step `_resume` holds: a run that died after it left no state to go on from
         self._new_lr = False  # the next run starts from a new peak learning rate (continue_)
         self._elapsed_before = 0.0  # wall seconds of earlier runs
         self._run_started = 0.0
@@ -127,11 +128,12 @@ class TrainingJob:
             first = self._snapshot is None
         if first:  # the untrained model joins the session's models at once
             self._set_snapshot(freeze(self._first))
-        if self.gate is None or self.gate.request(self):
-            self.launch()
+        if (self.gate is None or self.gate.request(self)) and not self.launch() and self.gate is not None:
+            self.gate.release(self)  # stopped in between: the slot it was given goes on
 
-    def launch(self) -> None:
-        """Start this run's process (the gate calls it when a slot frees)."""
+    def launch(self) -> bool:
+        """Start this run's process (the gate calls it when a slot frees); False when the run was stopped while it
+        waited, so the gate gives the slot to the next one."""
         order = job_process.Order(self.recipe, self._cfg, self._run_steps, self._probe, self._probe_every,
                                   self._train_sample, TRAINING_THREADS, self._resume, self._new_lr)
         context = _context()
@@ -140,19 +142,31 @@ class TrainingJob:
                                   daemon=True)
         with self._lock:
             if self._state != QUEUED:  # stopped while it waited
-                return
+                return False
+            try:
+                process.start()
+            except (OSError, RuntimeError) as exc:  # no process (out of memory, too many processes)
+                self._state, self._message = FAILED, f"the training process could not start: {exc}"
+                self._ended.set()
+                return False
             self._state, self._message = RUNNING, ""
             self._run_started = time.monotonic()
-            process.start()
             child_end.close()
             self._process, self._conn = process, conn
         threading.Thread(target=self._read, args=(conn, process), name=f"job-{self.name}", daemon=True).start()
+        return True
 
     def continue_(self, steps: int, lr: float | None = None, target_accuracy: float | None = None) -> None:
         """Train further from where it stopped: same model, optimizer state and step count; a new peak
         learning rate applies from now on. The target accuracy is replaced (None: train all `steps`)."""
         if self.state in (RUNNING, QUEUED):
             raise ExplorerError("this job is already training")
+        with self._lock:
+            step, saved = self._step, self._resume_step
+        if step > saved:  # the process died (killed from outside): its optimizer state since `saved` is gone
+            raise ExplorerError(f"the last run's process ended at step {step:,} without handing over its training "
+                                f"state{f' (the last was saved at step {saved:,})' if saved else ''}: it cannot go "
+                                "on from there. Download the model of its latest evaluation, or start a new training")
         cfg = self._cfg
         if lr is not None:
             cfg = TrainConfig(**{**asdict(cfg), "lr": lr})  # validates
@@ -254,7 +268,16 @@ class TrainingJob:
         return self._elapsed_before + time.monotonic() - self._run_started
 
     def _read(self, conn, process) -> None:
-        ended = None
+        """Take the process's messages until it ends; whatever happens here, the run's slot is released."""
+        try:
+            self._follow(conn, process)
+        finally:
+            self._ended.set()
+            if self.gate is not None:
+                self.gate.release(self)
+
+    def _follow(self, conn, process) -> None:
+        ended, refused = None, None
         while ended is None:
             try:
                 message = conn.recv()
@@ -262,13 +285,17 @@ class TrainingJob:
                 break
             try:
                 ended = self._handle(message)
+            except ExplorerError as exc:  # e.g. a checkpoint the process wrote and loading refuses: say which
+                refused = f"the trained model could not be taken over: {exc}"
+                if message[0] == "done":
+                    ended = FAILED, refused
             except Exception:  # a message the server cannot use must not leave the job running forever
                 log.exception("training job %s sent a message the server could not use", self.name)
         process.join(5)
         if process.is_alive():
             process.kill()
             process.join(5)
-        state, text = ended or (FAILED, _ending(process.exitcode))
+        state, text = ended or (FAILED, refused or _ending(process.exitcode))
         conn.close()
         with self._lock:
             self._elapsed_before += time.monotonic() - self._run_started
@@ -276,9 +303,6 @@ class TrainingJob:
             self._process = self._conn = None
         if ended is None:
             log.warning("training job %s: %s", self.name, text)
-        self._ended.set()
-        if self.gate is not None:
-            self.gate.release(self)
 
     def _handle(self, message: tuple) -> tuple[str, str] | None:
         kind = message[0]
@@ -303,6 +327,7 @@ class TrainingJob:
             self._take_checkpoint(data)
             with self._lock:
                 self._resume, self._cfg = resume, TrainConfig(**cfg)
+                self._resume_step = self._step
             return (STOPPED if state == "stopped" else FINISHED), text
         elif kind == "failed":
             return FAILED, message[1]

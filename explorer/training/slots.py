@@ -14,7 +14,8 @@ from typing import Protocol
 class Runnable(Protocol):
     """A job as the slots see it: something to launch once it has a slot."""
 
-    def launch(self) -> None: ...
+    def launch(self) -> bool:
+        """Start the run; False when it no longer wants to (stopped while it waited): the slot is not taken."""
 
 
 class Slots:
@@ -42,14 +43,15 @@ class Slots:
                 self._queue.remove(job)
 
     def release(self, job: Runnable) -> None:
-        """`job`'s process ended: the slot goes to the first waiting run, which is launched."""
+        """`job`'s process ended: the slot goes to the first waiting run that launches. A run stopped between
+        leaving the queue and launching declines it, and the slot goes on to the next (never lost)."""
         with self._lock:
             self._running.discard(id(job))
             nxt = self._queue.pop(0) if self._queue and len(self._running) < self.max_running else None
             if nxt is not None:
                 self._running.add(id(nxt))
-        if nxt is not None:
-            nxt.launch()
+        if nxt is not None and not nxt.launch():
+            self.release(nxt)
 
     def place(self, job: Runnable) -> int | None:
         """A waiting run's place in the queue (1: next), None when it does not wait."""
