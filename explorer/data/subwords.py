@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -34,19 +35,30 @@ MAX_PIECE_CHARS = 100  # a learnt piece (a checkpoint's vocabulary entries are a
 _KEPT_SPACES = frozenset("\u00a0\u202f")  # French typography's no-break spaces stay as written
 
 
+class _CleanTable(dict):
+    """A lazily filled `str.translate` table: whitespace (but the kept spaces) to a space, control and invisible
+    format characters dropped, the rest kept."""
+
+    def __missing__(self, cp: int) -> str | int | None:
+        ch = chr(cp)
+        value: str | int | None = cp
+        if ch.isspace() and ch not in _KEPT_SPACES:
+            value = " "
+        elif unicodedata.category(ch) in ("Cc", "Cf"):
+            value = None
+        self[cp] = value
+        return value
+
+
+_CLEAN = _CleanTable()
+_SPACES = re.compile(" {2,}")
+
+
 def clean_text(text: str) -> str:
     """NFC text with control and invisible format characters dropped and other whitespace runs made one
-    space, so the same sentence typed or copied differently gives the same pieces."""
-    out: list[str] = []
-    for ch in unicodedata.normalize("NFC", text):
-        if ch in _KEPT_SPACES:
-            out.append(ch)
-        elif ch.isspace():
-            if out and out[-1] != " ":
-                out.append(" ")
-        elif unicodedata.category(ch) not in ("Cc", "Cf"):
-            out.append(ch)
-    return "".join(out).strip()
+    space, so the same sentence typed or copied differently gives the same pieces. (A table and a regex, not a
+    loop over characters: a 20 MB file's preparation spent a third of its time here.)"""
+    return _SPACES.sub(" ", unicodedata.normalize("NFC", text).translate(_CLEAN)).strip()
 
 
 @lru_cache(maxsize=1)
