@@ -66,6 +66,7 @@ def test_a_masked_input_is_marked_and_the_cut_is_said():
     ({"pin": "2:12"}, "the what-if pins attention to x12, but the input has x1–x8"),
     ({"mask": "9"}, "the what-if masks x9, but the input has x1–x8"),
     ({"force": "10:1"}, "the what-if forces a token at step 10, but decoding has steps 1–9"),
+    ({"mask": "3", "pin": "2:3"}, "the what-if pins step 2 to x3, but x3 is masked"),
 ])
 def test_a_links_bad_step_or_position_is_named_counting_from_one(params, message):
     """Before, the page said e.g. 'cannot pin at step 39: decoding has steps 0–71' for pin=40:1."""
@@ -99,3 +100,32 @@ def test_the_temperature_example_changes_a_translation_in_one_click():
     changed = next(h for h in headings if h.startswith("#### Changed:"))
     assert original.split(":", 1)[1] != changed.split(":", 1)[1], "the example must change the output"
     assert any("first differ at step" in w for w in warnings(at))
+
+
+def test_pinning_a_masked_input_is_refused_with_a_message():
+    """All the weight on an input attention may not see: the Pin button refused nothing before."""
+    at = open_app(model="reverse", input="31415926", mask="3")
+    at.selectbox(key="explore_pin_pos").set_value(2)
+    at.button(key="explore_pin").click().run()
+    assert not at.exception
+    assert any("x3 is masked" in w for w in warnings(at)), warnings(at)
+    assert at.session_state["explore_pins"] == [] and at.session_state["explore_masked"] == [2]
+
+
+def test_the_cli_refuses_a_pin_on_a_masked_input_in_one_line(capsys):
+    from explorer.__main__ import main
+    code = main(["trace", "--checkpoint", "reverse", "--input", "31415926", "--mask", "3", "--pin", "2:3"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "position 3: it is masked" in err
+
+
+def test_the_query_key_space_explains_each_score_function_in_its_own_terms():
+    """The text beside the query–key picture described dot-product attention for every model (the shipped
+    translation models are additive): each score function has its own, naming its own formula."""
+    from explorer import defaults, equations
+    from explorer.app.pages.explore_panels import QK_SPACE_NOTES
+    scored = [kind for kind in defaults.ATTENTIONS if kind != "none"]
+    assert sorted(QK_SPACE_NOTES) == sorted(scored)
+    for kind in scored:
+        assert equations.score_title(kind) in QK_SPACE_NOTES[kind]
+    assert "direction" in QK_SPACE_NOTES["dot"] and "not compared with the query by direction" in QK_SPACE_NOTES["additive"]

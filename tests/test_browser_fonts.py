@@ -73,3 +73,38 @@ def test_an_eng_cmn_output_is_drawn_with_the_served_font(server, tmp_path):
         drawn = platform_fonts(page, '[data-probe="1"]')
         assert drawn.get("Explorer CJK", 0) >= 1, f"the heatmap label's glyphs came from {drawn}"
         page.screenshot(path=str(tmp_path / "eng-cmn-1024.png"))
+
+
+def probe_chinese(page, container: str) -> tuple[str, dict[str, int]]:
+    """The innermost element under `container` whose own text is Chinese, and the fonts that drew it."""
+    found = page.evaluate("""(container) => {
+        const re = /[\\u3000-\\u303f\\u4e00-\\u9fff\\uff00-\\uffef]/;
+        for (const el of document.querySelectorAll(container + ' *')) {
+            if (el.closest('.katex-mathml')) continue;
+            const own = Array.from(el.childNodes).filter(n => n.nodeType === 3).map(n => n.textContent).join('');
+            if (re.test(own)) { el.setAttribute('data-probe', '2'); return own; }
+        }
+        return null;
+    }""", container)
+    assert found, f"no Chinese text under {container}"
+    return found, platform_fonts(page, '[data-probe="2"]')
+
+
+def test_a_formula_naming_a_chinese_token_is_drawn_with_the_served_font(server):
+    """Step 2's state update names the fed token: s₂ = GRU(s₁, ["我"; c₁]); KaTeX's own fonts have no Chinese
+    (it showed empty boxes)."""
+    with chromium(1024, 1400) as page:
+        open_app(page, server, "?model=eng-cmn&input=I love you.&step=2")
+        wait_charts(page)
+        page.wait_for_function('() => document.fonts.check(\'16px "Explorer CJK"\', "我")')
+        text, drawn = probe_chinese(page, ".st-key-explore_step_panel .katex")
+        assert drawn.get("Explorer CJK", 0) >= len(CJK.findall(text)), f"{text!r} was drawn with {drawn}"
+
+
+def test_compares_side_by_side_chinese_output_is_drawn_with_the_served_font(server):
+    with chromium(1024, 1400) as page:
+        open_app(page, server, "compare?a=eng-cmn&b=eng-fra&input=I love you.")
+        wait_charts(page)
+        page.wait_for_function('() => document.fonts.check(\'16px "Explorer CJK"\', "我")')
+        text, drawn = probe_chinese(page, ".st-key-compare_side_by_side [data-testid='stMarkdownContainer']")
+        assert drawn.get("Explorer CJK", 0) >= len(CJK.findall(text)), f"{text!r} was drawn with {drawn}"

@@ -43,6 +43,8 @@ def _controls(intervention: Intervention, source_len: int, steps: int,
             raise ExplorerError(f"cannot pin attention to position {pos + 1}: the input has positions 1–{source_len}")
         if not 0 <= t < steps:
             raise ExplorerError(f"cannot pin at step {t + 1}: decoding has steps 1–{steps}")
+        if pos in intervention.masked:  # all the weight on an input attention may not see: a contradiction
+            raise ExplorerError(f"cannot pin attention to position {pos + 1}: it is masked (hidden from attention)")
         per_step[t] = Control(intervention.temperature, mask, torch.tensor([pos], device=device))
     needs_base = bool(intervention.masked) or intervention.temperature != 1.0
     return (base if needs_base else None), per_step

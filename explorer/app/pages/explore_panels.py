@@ -25,6 +25,26 @@ views = engine_module("explorer.app.views")
 
 PLAY_SECONDS = 1.2
 
+# What the query–key picture means under each score function (the picture is the same PCA plane; how a
+# position and a query make a score is not).
+QK_SPACE_NOTES = {
+    "dot": "Queries and keys live in one space. With **dot-product** scores "
+           f"({equations.score_title('dot')}) a key gets weight when it lies in the direction the query (red arrow) "
+           "points to, and the longer both are, the sharper the choice. ",
+    "scaled_dot": "Queries and keys live in one space. With **scaled dot-product** scores "
+                  f"({equations.score_title('scaled_dot')}) a key gets "
+                  "weight when it lies in the direction the query (red arrow) points to; dividing by √D keeps the "
+                  "scores of long vectors from making the softmax pick one key outright. ",
+    "additive": f"With **additive** scores ({equations.score_title('additive')}) a key is not compared with the "
+                "query by direction: "
+                "the model adds the two, squashes each component with tanh and weighs the result with its learnt "
+                "vector w. Keys near the query's arrow need not win; the score is read along w, which this plane "
+                "does not show, so trust the lookup table's e for the ranking. ",
+}
+QK_SPACE_COMMON = ("Marker size and colour: αₜᵢ at this step; grey: the other steps' queries. The plane goes through "
+                   "the origin and keeps the two directions of largest spread of all kᵢ and qₜ (PCA): a sketch, the "
+                   "exact scores are in the lookup table.")
+
 
 def render(request: views.Request, cell: str, attn_dim: int) -> None:
     """Everything that depends on the current step; reruns alone when the step changes."""
@@ -280,12 +300,7 @@ def _hidden_tab_charts(request: views.Request, tr: Trace, step: int, names: list
                 title = f"{equations.query_title(step + 1)} among the keys (PCA of kᵢ and qₜ)"
                 shared.chart(lambda: fig_vectors.query_key_space(tr, step, title=title),
                              f"step{step + 1}-query-key-space", K + "fig_qk", cache=(request, step))
-            cols[1].markdown("Queries and keys live in one space. With dot-product scores a key gets weight when "
-                             "it lies in the direction the query (red arrow) points to, and the longer both are, "
-                             "the sharper the choice. Marker size and colour: αₜᵢ at this step; grey: the other "
-                             "steps' queries. The plane goes through the origin and keeps the two directions of "
-                             "largest spread of all kᵢ and qₜ (PCA): a sketch, the exact scores are in the lookup "
-                             "table.")
+            cols[1].markdown(QK_SPACE_NOTES.get(tr.attention, QK_SPACE_NOTES["dot"]) + QK_SPACE_COMMON)
     if shown[2]:
         with tabs[2]:
             cols = st.columns(3, gap="medium")

@@ -23,6 +23,10 @@ def _add_pin() -> None:
     t, i = int(state.get("pin_step", 1)) - 1, state.get("pin_pos")
     if i is None:
         return
+    if int(i) in state.get("masked", []):  # all the weight on an input attention may not see
+        state.put("pin_refused", f"x{int(i) + 1} is masked (hidden from attention): unmask it first, or pin "
+                                 "another input.")
+        return
     pins = [p for p in state.get("pins", []) if p[0] != t]
     state.put("pins", sorted(pins + [(t, int(i))]))
 
@@ -70,6 +74,9 @@ def render(bundle, request: views.Request, tr: Trace, original: Trace) -> None:
         st.selectbox("…entirely on input", list(range(S)), key=K + "pin_pos", format_func=lambda i: labels[i],
                      disabled=not attends)
         st.button("Pin", icon=":material/push_pin:", key=K + "pin", on_click=_add_pin, disabled=not attends)
+        if state.get("pin_refused"):
+            st.warning(state.get("pin_refused"), icon=":material/block:")
+            state.put("pin_refused", None)
     with cols[3]:
         vocab = [t for t in bundle.tgt_vocab.tokens if t not in (PAD, SOS)]
         _clamp(K + "force_step", 1, steps)

@@ -32,6 +32,9 @@ ALWAYS_CSS = """
   overflow-wrap: anywhere; height: auto !important; line-height: 1.2;
 }
 .katex { font-family: KaTeX_Main, "Times New Roman", "Explorer CJK", serif !important; }
+[data-testid="stMarkdownContainer"] code, [data-testid="stCode"] code {
+  font-family: "Source Code Pro", "Source Code", ui-monospace, monospace, "Explorer CJK" !important;
+}
 """
 
 # Every text a room reads at least 16 px: each element keeps its parent's size (1em) unless that is
