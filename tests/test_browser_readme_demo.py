@@ -151,3 +151,16 @@ def test_presenter_mode_offers_a_qr_code_of_the_view(server):
         params = parse_qs(urlsplit(address).query)
         assert address.startswith(server.url) and params["model"] == ["reverse"] and params["present"] == ["1"]
         assert params["input"] == ["31415926"] and params["step"] == ["1"]
+
+
+def test_the_score_twins_heatmaps_stay_readable_at_1024_px(server):
+    """Four twins in one row drew heatmaps ~10 px wide at 1024 px; two to a row, each keeps a third of the
+    screen or more, in presenter mode too."""
+    with chromium(*VIEWPORT) as page:
+        open_app(page, server, "compare?present=1")
+        heatmaps = page.locator('[class*="st-key-compare_twins_heat_"]')
+        heatmaps.first.scroll_into_view_if_needed()
+        wait_charts(page)
+        assert heatmaps.count() >= 3
+        widths = [heatmaps.nth(i).bounding_box()["width"] for i in range(heatmaps.count())]
+        assert min(widths) >= VIEWPORT[0] / 3, widths

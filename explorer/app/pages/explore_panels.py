@@ -235,9 +235,10 @@ def _step_three(tr: Trace, step: int, request: views.Request, attn_dim: int) -> 
         shared.chart(lambda: fig_attention.weights_bar(tr, step, title=alpha_title), f"step{t}-weights",
                      K + "fig_weights", cache=(request, step))
     with cols[1]:
-        sum_title = f"{equations.context_title(t)}: each row a weighted value, the last row their sum"
+        sum_title = equations.context_title(t)  # the rest in a caption: at 1024 px a longer title was cut
         shared.chart(lambda: fig_attention.context_sum(tr, step, title=sum_title), f"step{t}-context", K + "fig_context",
                      cache=(request, step))
+        st.caption("Each row a weighted value αₜᵢ·vᵢ, the last row their sum cₜ.")
 
 
 def _step_four(tr: Trace, step: int, request: views.Request) -> None:

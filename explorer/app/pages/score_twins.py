@@ -80,10 +80,12 @@ def section() -> None:
                f"{first.steps:,} output steps): the mean of maxᵢ αₜᵢ (1 = all weight on one input) and the "
                "mean standard deviation of the scores eₜᵢ over the input at a step. Exact match by length: "
                "the curves at the top of the page (200 fresh inputs per length).")
-    cols = st.columns(len(names))
-    for col, name in zip(cols, names):
-        with col:
-            _twin(name, source)
+    # Two to a row (2×2 for the four twins): four heatmaps in one row were ~10 px wide at 1024 px.
+    for first_of_row in range(0, len(names), 2):
+        row = names[first_of_row:first_of_row + 2]
+        for col, name in zip(st.columns(2, gap="large"), row):
+            with col:
+                _twin(name, source)
 
 
 def _twin(name: str, source: str) -> None:
