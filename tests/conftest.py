@@ -48,7 +48,8 @@ MULTIPROCESS = frozenset({  # start several processes (ranks, training jobs, CLI
 })
 SLOW = frozenset({  # one process, but long: training runs, real corpora, a fresh interpreter per case
     "test_reliability_attacks", "test_train", "test_translation", "test_torch_free", "test_readme_peak",
-    "test_font_coverage",
+    "test_font_coverage", "test_data_prep",
+    "test_offline_trace::test_a_chinese_trace_embeds_exactly_the_glyphs_it_shows",
     "test_bf16::test_train_bf16_learns_a_toy_task_and_saves_float32_weights",
     "test_checkpoint::test_loading_a_checkpoint_stays_cheap_on_a_cold_process",
     "test_corpus::test_real_data",
