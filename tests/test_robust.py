@@ -114,3 +114,24 @@ def test_a_translation_model_reads_capitals_as_a_sentence() -> None:
     bundle, _, _ = translation_setup(FIXTURES / "eng-fra-good.tsv", "typed", {"embed": 8, "hidden": 16, "attn_dim": 8},
                                      src_lang="en", tgt_lang="fr", min_freq=1, valid_fraction=0.2)
     assert bundle.prepare("I HAVE A RED CAR 🚗").tokens == bundle.prepare("I have a red car").tokens
+
+
+def test_variation_writes_number_words_as_digits_on_both_sides() -> None:
+    vary, rng = Variation(0.4), random.Random(5)
+    seen = [vary("She has two cats.", "Elle a deux chats.", rng) for _ in range(100)]
+    digits = [(s, t) for s, t in seen if numbers_in(s)]
+    assert digits and all(numbers_in(s) == numbers_in(t) and "deux" not in t for s, t in digits)
+    chinese = Variation(0.4, chinese_target=True)
+    changed = [chinese("I have two cats.", "我有两只猫。", rng) for _ in range(100)]
+    assert any(numbers_in(s) and numbers_in(s) == numbers_in(t) and "两" not in t for s, t in changed)
+    assert Variation(0.4)("I have two cats and two dogs.", "J'ai deux chats et deux chiens.", rng)[0].count("two") == 2
+
+
+def test_variation_puts_a_name_for_a_sentence_initial_pronoun() -> None:
+    vary, rng = Variation(0.4), random.Random(9)
+    seen = [vary("He is tall.", "Il est grand.", rng) for _ in range(100)]
+    named = [(s, t) for s, t in seen if not s.lower().startswith("he ")]
+    assert named and all(s.split()[0].lower() == t.split()[0].lower() and s.split()[0].lower() in
+                         {n.lower() for n in training_names()} for s, t in named)
+    chinese = [Variation(0.4, chinese_target=True)("She is here.", "她在这里。", rng) for _ in range(100)]
+    assert any(t == s.split()[0].capitalize() + "在这里。" for s, t in chinese if not s.lower().startswith("she"))

@@ -22,6 +22,14 @@ NAMES_FILE = Path(__file__).resolve().parents[2] / "data" / "names.txt"
 # A name written in Chinese targets as its usual transcription (the corpora's most frequent names).
 CHINESE_NAMES: dict[str, str] = {"Tom": "汤姆", "Mary": "玛丽", "John": "约翰", "Jack": "杰克", "Alice": "爱丽丝",
                                  "Bob": "鲍勃", "Jim": "吉姆", "Ken": "肯", "Lucy": "露西", "Mike": "迈克"}
+# Number words written as digits in training variants, with their French and Chinese forms ("one" is left out:
+# French "un"/"une" is also the article).
+NUMBER_WORDS: dict[str, tuple[str, str]] = {
+    "two": ("deux", "两"), "three": ("trois", "三"), "four": ("quatre", "四"), "five": ("cinq", "五"),
+    "six": ("six", "六"), "seven": ("sept", "七"), "eight": ("huit", "八"), "nine": ("neuf", "九"), "ten": ("dix", "十"),
+    "eleven": ("onze", "十一"), "twelve": ("douze", "十二"), "twenty": ("vingt", "二十"), "thirty": ("trente", "三十")}
+# A sentence that starts with a pronoun becomes one that starts with a name: its French or Chinese forms.
+PRONOUNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"He": (("Il",), ("他",)), "She": (("Elle",), ("她",))}
 _FINAL = re.compile(r"\s*[.?!…。？！]+[\"'»”’)]*$")
 _WORD = re.compile(r"[A-Za-zÀ-ÿ]+")
 _NAME = re.compile(r"\b[A-Z][a-z]{1,15}\b")
@@ -116,7 +124,9 @@ class Variation:
 
     def _name(self, source: str, target: str, rng: random.Random) -> tuple[str, str]:
         found = [n for n in names_in(source) if target_name(n, target, self.chinese_target)]
-        if not found or rng.random() >= min(1.0, 2 * self.rate):
+        if not found:
+            return self._pronoun(source, target, rng)
+        if rng.random() >= min(1.0, 2 * self.rate):
             return source, target
         old = found[rng.randrange(len(found))]
         new = self.names[rng.randrange(len(self.names))]
@@ -125,15 +135,53 @@ class Variation:
             return replace_word(source, old, new), target.replace(written, new)
         return replace_word(source, old, new), replace_word(target, written, new)
 
+    def _pronoun(self, source: str, target: str, rng: random.Random) -> tuple[str, str]:
+        """"He is tall." / "Il est grand." as "Sarah is tall." / "Sarah est grand.": more sentences to copy a name in."""
+        first, _, rest = source.partition(" ")
+        forms = PRONOUNS.get(first)
+        if not rest or forms is None or rng.random() >= self.rate:
+            return source, target
+        name = self.names[rng.randrange(len(self.names))]
+        for form in forms[1 if self.chinese_target else 0]:
+            if self.chinese_target and target.startswith(form):
+                return f"{name} {rest}", name + target[len(form):]
+            if not self.chinese_target and target.startswith(form + " "):
+                return f"{name} {rest}", name + target[len(form):]
+        return source, target
+
     def _number(self, source: str, target: str, rng: random.Random) -> tuple[str, str]:
         shared = [n for n in dict.fromkeys(numbers_in(source)) if re.search(rf"(?<!\d){n}(?!\d)", target)]
-        if not shared or rng.random() >= min(1.0, 2 * self.rate):
+        if not shared:
+            return self._number_word(source, target, rng)
+        if rng.random() >= min(1.0, 2 * self.rate):
             return source, target
         old = shared[rng.randrange(len(shared))]
-        digits = rng.randint(1, 4)
-        new = str(rng.randint(10 ** (digits - 1) if digits > 1 else 0, 10 ** digits - 1))
+        new = _random_number(rng)
         pattern = rf"(?<!\d){old}(?!\d)"
         return re.sub(pattern, new, source), re.sub(pattern, new, target)
+
+    def _number_word(self, source: str, target: str, rng: random.Random) -> tuple[str, str]:
+        """"I have two cats." / "J'ai deux chats." as "I have 37 cats." / "J'ai 37 chats.": digits to copy."""
+        words = [w for w in NUMBER_WORDS if len(re.findall(rf"\b{w}\b", source, re.IGNORECASE)) == 1]
+        if not words or rng.random() >= min(1.0, 2 * self.rate):
+            return source, target
+        word = words[rng.randrange(len(words))]
+        french, chinese = NUMBER_WORDS[word]
+        new = _random_number(rng)
+        if self.chinese_target:
+            if target.count(chinese) != 1:
+                return source, target
+            changed = target.replace(chinese, new)
+        else:
+            if len(re.findall(rf"(?<![^\W\d_]){french}(?![^\W\d_])", target, re.IGNORECASE)) != 1:
+                return source, target
+            changed = re.sub(rf"(?<![^\W\d_]){french}(?![^\W\d_])", new, target, flags=re.IGNORECASE)
+        return re.sub(rf"\b{word}\b", new, source, flags=re.IGNORECASE), changed
+
+
+def _random_number(rng: random.Random) -> str:
+    digits = rng.randint(1, 4)
+    return str(rng.randint(10 ** (digits - 1) if digits > 1 else 0, 10 ** digits - 1))
 
 
 def numbers_in(text: str) -> list[str]:
