@@ -217,6 +217,12 @@ def test_clean_text_by_table_is_the_character_loop_it_replaced():
         assert clean_text(text) == loop(text), repr(text)
 
 
+def test_a_checkpoint_saved_on_ctrl_c_is_continued_by_train_resume(stopped, tmp_path):
+    more = tmp_path / "more"
+    assert main(["train", *TOY, "--steps", "5", "--resume", str(stopped), "--out", str(more), "--quiet"]) == 0
+    assert checkpoint.load(str(more)).training["resumed_from"] == stopped.name
+
+
 # --- metrics that do not mislead ---------------------------------------------------------------------
 
 ONES = "zero one two three four five six seven eight nine".split()
