@@ -160,6 +160,7 @@ def check_lengths(min_len: int | None, max_len: int | None, longest: int) -> Non
 # (batch row, token, hidden unit, layer).
 BASE_BYTES = 400_000_000
 TSV_BYTES_FACTOR = 60
+PARSED_TSV_FACTOR = 12  # a parsed upload kept for the Train page (pairs as strings): ~235 MB for a 19.5 MB file
 ACTIVATION_FLOATS = 40
 
 

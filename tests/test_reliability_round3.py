@@ -551,3 +551,23 @@ def test_a_model_the_server_cannot_take_over_fails_its_job_with_the_reason(monke
     assert job.state == FAILED
     assert job.view().message == ("the trained model could not be taken over: target_vocab[300] has 250 characters "
                                   "(limit 200)")
+
+
+# --- 5. uploads parsed once per server, within a byte budget shared by every session -------------------
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 60)), min_size=1, max_size=30), st.integers(50, 600))
+@settings(max_examples=150, deadline=None)
+def test_parsed_uploads_stay_within_their_byte_budget_and_parse_each_file_once(uploads, budget):
+    from explorer.app.pages.common import _ParsedUploads
+    from explorer.limits import PARSED_TSV_FACTOR
+    cache = _ParsedUploads(budget * PARSED_TSV_FACTOR)
+    parses: list[bytes] = []
+    for which, size in uploads:
+        data = bytes([which]) * size
+        parse = lambda data=data: parses.append(data) or ("corpus", data)  # noqa: E731
+        assert cache.get(data, "f.tsv", parse) == ("corpus", data)
+        assert cache.used <= cache.max_bytes
+        assert cache.used == sum(size for _, size in cache._data.values())
+        kept = cache.get(data, "f.tsv", lambda: pytest.fail("parsed again while kept")) if size <= budget else None
+        assert kept in (None, ("corpus", data))
+    assert len(parses) <= len(uploads)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from typing import Any
@@ -9,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from explorer.errors import ExplorerError
+from explorer.limits import LIMITS, PARSED_TSV_FACTOR
 from explorer.app.engine_link import engine_module
 
 model_registry = engine_module("explorer.checkpoints.registry")
@@ -74,6 +79,45 @@ def cached_trace(name: str, text: str, intervention: Any = None, target: str | N
 def cached(key: tuple, compute):
     """Any other per-session cached computation (curves, beams)."""
     return _trace_cache().get_or_compute(key, compute)
+
+
+class _ParsedUploads:
+    """Uploaded TSV files parsed once per server and kept, least recently used first out, within a budget of
+    bytes shared by every session (a parsed file takes about limits.PARSED_TSV_FACTOR times its size)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.used = max_bytes, 0
+        self._lock = threading.Lock()
+        self._data: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+
+    def get(self, data: bytes, name: str, parse) -> Any:
+        key = (hashlib.sha256(data).hexdigest(), name)
+        with self._lock:  # one parse at a time: concurrent uploads do not stack their peaks either
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key][0]
+            corpus = parse()
+            size = PARSED_TSV_FACTOR * len(data)
+            if size <= self.max_bytes:
+                while self._data and self.used + size > self.max_bytes:
+                    self.used -= self._data.popitem(last=False)[1][1]
+                self._data[key] = (corpus, size)
+                self.used += size
+            return corpus
+
+
+@st.cache_resource(show_spinner=False)
+def parsed_uploads() -> _ParsedUploads:
+    """The server's one cache of parsed uploads (EXPLORER_PARSED_TSV_MB, default 300)."""
+    return _ParsedUploads(int(float(os.environ.get("EXPLORER_PARSED_TSV_MB", 300)) * 1_000_000))
+
+
+def parsed_tsv(upload) -> Any:
+    """An uploaded TSV's Corpus (ExplorerError when it holds no pairs), parsed once per server and kept within
+    the shared byte budget, not per session (each session kept every file it looked at)."""
+    from explorer.data.corpus import load_tsv_bytes
+    data = upload.getvalue()
+    return parsed_uploads().get(data, upload.name, lambda: load_tsv_bytes(data, upload.name, LIMITS.max_tsv_bytes))
 
 
 def show_problem(exc: Exception) -> None:

@@ -230,14 +230,12 @@ def _further_job(base, cfg: training.TrainConfig, upload, probe: str | None, mod
 
 def _on_tsv() -> None:
     """A new file: the model size its number of pairs calls for (defaults.translation_model, as on the CLI)."""
-    from explorer.data.corpus import load_tsv_bytes
     ss = st.session_state
     upload = ss.get("train_tsv")
     if upload is None:
         return
     try:
-        corpus = common.cached(("train_tsv", upload.file_id),
-                               lambda: load_tsv_bytes(upload.getvalue(), upload.name, LIMITS.max_tsv_bytes))
+        corpus = common.parsed_tsv(upload)
     except ExplorerError:
         return
     pairs = round(len(corpus.pairs) * (1 - defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"]))
@@ -459,13 +457,11 @@ def _probe_placeholder() -> str:
 
 def _tsv_report() -> None:
     """Validate the uploaded TSV at once: pairs found, skipped lines with their numbers, or why it is refused."""
-    from explorer.data.corpus import load_tsv_bytes
     upload = st.session_state.get("train_tsv")
     if upload is None:
         return
     try:
-        corpus = common.cached(("train_tsv", upload.file_id),
-                               lambda: load_tsv_bytes(upload.getvalue(), upload.name, LIMITS.max_tsv_bytes))
+        corpus = common.parsed_tsv(upload)
     except ExplorerError as exc:
         st.error(f"This file cannot be used: {exc}", icon=":material/warning:")
         return
@@ -488,13 +484,11 @@ def _training_pairs(pairs: int) -> int:
 def _planned_steps() -> int | None:
     """The steps a run "as the data needs" plans for the uploaded file (None before a file): the CLI's rule
     (defaults.translation_steps) on its training split, before pairs too long for the model are left out."""
-    from explorer.data.corpus import load_tsv_bytes
     upload = st.session_state.get("train_tsv")
     if upload is None:
         return None
     try:
-        corpus = common.cached(("train_tsv", upload.file_id),
-                               lambda: load_tsv_bytes(upload.getvalue(), upload.name, LIMITS.max_tsv_bytes))
+        corpus = common.parsed_tsv(upload)
     except ExplorerError:
         return None
     steps = defaults.translation_steps(_training_pairs(len(corpus.pairs)), int(setting("batch")))
