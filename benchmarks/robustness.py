@@ -37,7 +37,7 @@ from explorer.training.evaluation import held_out_pairs, translate_ids  # noqa: 
 
 UNSEEN_NAMES = Path(__file__).with_name("unseen_names.txt")
 EMOJI = ("🙂", "🚗", "❤️", "👍", "🎉")
-DATA_DIR = {"eng-fra": "eng-fra", "eng-fra-none": "eng-fra", "eng-cmn": "eng-cmn"}
+DATA_DIR = {("en", "fr"): "eng-fra", ("en", "zh"): "eng-cmn"}  # by (source, target) language
 
 
 def unseen_names() -> list[str]:
@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = {}
     for model in args.models:
         bundle = checkpoint.load(model)
-        folder = DATA_DIR.get(bundle.name, bundle.name)
+        folder = DATA_DIR.get(tuple(bundle.languages or ()), bundle.name)
         pairs = load_tsv(Path(args.data) / folder / "pairs.tsv").pairs
         started = time.perf_counter()
         results[model] = report(bundle, held_out_pairs(bundle, pairs), args.limit, args.beam)
