@@ -135,3 +135,13 @@ def test_variation_puts_a_name_for_a_sentence_initial_pronoun() -> None:
                          {n.lower() for n in training_names()} for s, t in named)
     chinese = [Variation(0.4, chinese_target=True)("She is here.", "她在这里。", rng) for _ in range(100)]
     assert any(t == s.split()[0].capitalize() + "在这里。" for s, t in chinese if not s.lower().startswith("she"))
+
+
+def test_training_data_with_typed_variants_pickles_for_a_jobs_state() -> None:
+    """An app job sends its Trainer.state (the data source included) through a pipe: a closure there failed
+    every translation job of the Train page."""
+    import pickle
+    _, data, _ = translation_setup(FIXTURES / "eng-fra-good.tsv", "typed", {"embed": 8, "hidden": 16, "attn_dim": 8},
+                                   src_lang="en", tgt_lang="fr", min_freq=1, valid_fraction=0.2, augment=0.5)
+    twin = pickle.loads(pickle.dumps(data))
+    assert [data.batch(random.Random(4), 8) for _ in range(5)] == [twin.batch(random.Random(4), 8) for _ in range(5)]

@@ -14,7 +14,7 @@ from explorer.errors import ExplorerError
 from explorer.limits import LIMITS, Limits
 from explorer.data.robust import Variation
 from explorer.data.subwords import is_chinese, prepare_source, prepare_text
-from explorer.training.train import Pair, PairData, spelt_afresh
+from explorer.training.train import Pair, PairData, PairEncoder, spelt_afresh
 from explorer.data.vocab import UNK
 
 MAX_UNKNOWN = 0.2  # a file with more of its tokens outside the model's vocabularies is refused
@@ -69,8 +69,7 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int, limits: Limits 
                             f"{100 * (1 - MAX_UNKNOWN):.0f}% needed; a model's vocabulary cannot grow). "
                             "Train a new model on this file instead")
 
-    def encode(src: Sequence[str], tgt: Sequence[str]) -> Pair:
-        return Pair(tuple(bundle.src_vocab.encode(src)), tuple(bundle.tgt_vocab.encode(tgt)))
+    encode = PairEncoder(bundle.src_vocab, bundle.tgt_vocab)
 
     def to_pair(s: str, t: str) -> Pair:
         return encode(bundle.tokenize_source(s), bundle.tokenize_target(t))

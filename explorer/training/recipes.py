@@ -25,7 +25,7 @@ from explorer.engine.seeding import seeded_model
 from explorer.training.distributed import World, usable_cores
 from explorer.training.probes import trace_probe
 from explorer.data.tasks import TaskSpec
-from explorer.training.train import (Callback, Pair, PairData, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle,
+from explorer.training.train import (Callback, Pair, PairData, PairEncoder, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle,
                     spelt_afresh, task_config)
 from explorer.data.vocab import Vocab
 
@@ -143,8 +143,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     bundle = ModelBundle(name, seeded_model(cfg, seed), src_vocab, tgt_vocab, languages=(src_lang, tgt_lang),
                          subwords=(src_sub, tgt_sub))
 
-    def to_pair(s: Sequence[str], t: Sequence[str]) -> Pair:
-        return Pair(tuple(src_vocab.encode(s)), tuple(tgt_vocab.encode(t)))
+    to_pair = PairEncoder(src_vocab, tgt_vocab)
 
     kept = short_pairs(train_text, src_sub, tgt_sub, max_tokens, max_tokens)
     train_tok = [tokens for _, tokens in kept]

@@ -193,28 +193,53 @@ class PairData:
         return self._probe
 
 
+@dataclass(frozen=True)
+class PairEncoder:
+    """Pieces to a Pair of ids through the two vocabularies (a class, not a closure: a job's state is pickled)."""
+
+    src_vocab: Any
+    tgt_vocab: Any
+
+    def __call__(self, src: Sequence[str], tgt: Sequence[str]) -> Pair:
+        return Pair(tuple(self.src_vocab.encode(src)), tuple(self.tgt_vocab.encode(tgt)))
+
+
+@dataclass(frozen=True)
+class Respelling:
+    """PairData's `resample`: training pair i drawn afresh from its prepared text `texts[i]`, first as a typed
+    variant (`vary`, see data/robust.Variation), then spelt by the (source, target) SubwordTokenizers with
+    BPE-dropout at `rate`; `usual[i]` when a spelling is longer than `max_src` / `max_tgt` pieces."""
+
+    subwords: Sequence[Any]
+    texts: Sequence[tuple[str, str]]
+    usual: Sequence[Pair]
+    encode: Callable[[Sequence[str], Sequence[str]], Pair]
+    rate: float
+    max_src: int
+    max_tgt: int
+    vary: Callable[[str, str, random.Random], tuple[str, str]] | None = None
+
+    def _spell(self, sub: Any, text: str, rng: random.Random) -> list[str]:
+        return sub.sample(text, rng, self.rate) if self.rate else sub.tokenize(text)
+
+    def __call__(self, i: int, rng: random.Random) -> Pair:
+        source, target = self.texts[i]
+        if self.vary is not None:
+            source, target = self.vary(source, target, rng)
+        src, tgt = self._spell(self.subwords[0], source, rng), self._spell(self.subwords[1], target, rng)
+        ok = 0 < len(src) <= self.max_src and 0 < len(tgt) <= self.max_tgt
+        return self.encode(src, tgt) if ok else self.usual[i]
+
+
 def spelt_afresh(subwords: Sequence[Any], texts: Sequence[tuple[str, str]], usual: Sequence[Pair],
                  encode: Callable[[Sequence[str], Sequence[str]], Pair], rate: float, max_src: int,
                  max_tgt: int, vary: Callable[[str, str, random.Random], tuple[str, str]] | None = None
-                 ) -> Callable[[int, random.Random], Pair] | None:
-    """PairData's `resample`: training pair i drawn afresh from its prepared text `texts[i]`, first as a typed
-    variant (`vary`, see data/robust.Variation), then spelt by the (source, target) SubwordTokenizers with
-    BPE-dropout at `rate`; `usual[i]` when a spelling is longer than `max_src` / `max_tgt` pieces.
-    None without either (one spelling, the pairs as given)."""
+                 ) -> Respelling | None:
+    """The Respelling for subword dropout at `rate` and typed variants `vary`; None without either (the pairs
+    as given)."""
     if not rate and vary is None:
         return None
-    src_sub, tgt_sub = subwords
-
-    def spell(sub: Any, text: str, rng: random.Random) -> list[str]:
-        return sub.sample(text, rng, rate) if rate else sub.tokenize(text)
-
-    def resample(i: int, rng: random.Random) -> Pair:
-        source, target = texts[i]
-        if vary is not None:
-            source, target = vary(source, target, rng)
-        src, tgt = spell(src_sub, source, rng), spell(tgt_sub, target, rng)
-        return encode(src, tgt) if 0 < len(src) <= max_src and 0 < len(tgt) <= max_tgt else usual[i]
-    return resample
+    return Respelling(tuple(subwords), texts, usual, encode, rate, max_src, max_tgt, vary)
 
 
 @dataclass
