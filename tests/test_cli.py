@@ -210,7 +210,7 @@ INPUT_CASES = {
     "terminal escape": ("1\x1b[2J2", "U+001B"),
     "bell": ("1\x072", "U+0007"),
     "NUL": ("1\x002", "U+0000"),
-    "undecodable bytes": ("1\udcff2", "U+DCFF"),
+    "undecodable bytes": ("1\udcff2", "not valid UTF-8 text (the byte 0xFF"),
 }
 
 
