@@ -155,7 +155,7 @@ LAYERS = (
     ("shared", ("explorer.errors", "explorer.defaults", "explorer.equations", "explorer.limits", "explorer.storage",
                 "explorer.outside_text")),
     ("data", ("explorer.data",)),
-    ("record", ("explorer.record",)),  # the torch-free trace contract: reads tokens and alignments from data
+    ("record", ("explorer.record", "explorer.faithfulness")),  # the torch-free records: tokens, alignments from data
     ("engine", ("explorer.engine",)),
     ("checkpoints", ("explorer.checkpoints",)),
     ("training", ("explorer.training",)),

@@ -108,8 +108,10 @@ class Encoder(nn.Module):
                               for _ in range(dirs))
                 for layer in range(cfg.layers))
 
-    def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, State]:
-        x = self.embedded(src)  # (B, S, E)
+    def forward(self, src: Tensor, lengths: Tensor, embedded: Tensor | None = None) -> tuple[Tensor, State]:
+        """`embedded`: the embeddings of src (B, S, E) when the caller made them (attributions differentiate
+        with respect to them, explorer/engine/attribution.py); else they are looked up here."""
+        x = self.embedded(src) if embedded is None else embedded  # (B, S, E)
         if self.cfg.cell == "unshared":
             return self.rnn(x, lengths)
         if self.cfg.cell == "lstm":
@@ -198,6 +200,7 @@ class Control(NamedTuple):
     temperature: float = 1.0
     mask: Tensor | None = None  # (B, S) extra positions hidden from attention (True = hidden)
     pin: Tensor | None = None  # (B,) position to put all attention on, -1 for none
+    weights: Tensor | None = None  # (B, S) α_t to use instead of the softmax's (counterfactual attention)
 
 
 class Step(NamedTuple):
@@ -270,10 +273,11 @@ class Seq2Seq(nn.Module):
             raise ExplorerError(
                 f"input has {src.shape[1]} tokens; this model supports at most {self.cfg.max_src_len}")
 
-    def encode(self, src: Tensor, lengths: Tensor) -> Memory:
-        """Run the encoder once: h_i, k_i = Key(h_i), v_i = Value(h_i), the padding mask and s_0."""
+    def encode(self, src: Tensor, lengths: Tensor, embedded: Tensor | None = None) -> Memory:
+        """Run the encoder once: h_i, k_i = Key(h_i), v_i = Value(h_i), the padding mask and s_0
+        (`embedded`: src's embeddings, made by the caller; see Encoder.forward)."""
         self.check_length(src)
-        h, final = self.encoder(src, lengths)  # (B, S, He), h_m per layer
+        h, final = self.encoder(src, lengths, embedded)  # (B, S, He), h_m per layer
         keys = values = None
         if self.attention is not None:
             keys, values = self.attention.key(h), self.attention.value(h)  # (B, S, D) each
@@ -343,6 +347,8 @@ class Seq2Seq(nn.Module):
             pinned = control.pin >= 0  # (B,)
             one_hot = torch.zeros_like(weights).scatter_(1, control.pin.clamp(min=0).unsqueeze(1), 1.0)
             weights = torch.where(pinned.unsqueeze(1), one_hot, weights)
+        if control is not None and control.weights is not None:
+            weights = control.weights  # (B, S): the step reads its values through this α instead
         context = torch.bmm(weights.unsqueeze(1), memory.values).squeeze(1)  # (B, D) c_t = Σ_i α_ti v_i
         # Step 4: ŷ_t = softmax(U [s_t; c_t] + b_U).
         logits = self.readout(s, context) if readout else None  # (B, V)

@@ -68,6 +68,12 @@ def _spelt(bundle: ModelBundle, token: str) -> str:
     return f" (it spells {token!r} as {' '.join(pieces)}: force one piece, e.g. {pieces[0]!r})" if pieces else ""
 
 
+def erasure_masks(source_len: int, device: torch.device | None = None) -> torch.Tensor:
+    """(S, S) masks, row i hiding input position i alone, each made as Explore's mask of that one position
+    (an Intervention through _controls): erasure (explorer/engine/attribution.py) decodes them as one batch."""
+    return torch.cat([_controls(Intervention(masked=(i,)), source_len, 1, device)[0].mask for i in range(source_len)])
+
+
 @torch.inference_mode()
 def trace(bundle: ModelBundle, source: str | Prepared, intervention: Intervention | None = None,
           target: str | Prepared | None = None) -> Trace:

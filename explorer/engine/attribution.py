@@ -1,0 +1,285 @@
+"""Is the attention the explanation? Attributions and counterfactual attention for every step of a trace.
+
+For the chosen token y_t of each step (the prefix y_<t as decoded, teacher-forced), a score per input position:
+gradient × input and integrated gradients on the encoder's input embeddings (Captum), and erasure through
+Explore's own mask; then each step decoded again with α_t replaced (permuted, uniform, adversarial). Every
+number comes from the model's own functions: `Seq2Seq.encode` (given the embeddings to differentiate), the
+teacher-forced decoder and `Seq2Seq.decode_step` with a `Control` (the mask, or the replacement α). The
+records are torch-free (explorer/faithfulness.py); docs/FAITHFULNESS.md says what the numbers mean.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from explorer.data.vocab import PAD_ID, SOS_ID
+from explorer.engine.bundle import ModelBundle, Prepared
+from explorer.engine.decoding import decode
+from explorer.engine.devices import model_device
+from explorer.engine.model import Control, Memory, Seq2Seq
+from explorer.engine.teacher_forced import by_target_length, stepwise
+from explorer.engine.trace import erasure_masks, trace
+from explorer.errors import ExplorerError
+from explorer.faithfulness import (COUNTERFACTUALS, EPSILON, IG_STEPS, SEED, Attributions, Counterfactuals,
+                                   Explanation)
+from explorer.record import Trace
+
+ROWS_PER_PASS = 512  # integrated gradients' path points per forward and backward pass (memory, not numbers)
+ADVERSARY_STEPS = 40  # gradient steps of the adversarial α's search (Adam on its logits)
+ADVERSARY_LR = 0.5
+ADVERSARY_STARTS = 4  # searches per step, from the most promising of: uniform, the permutation, one-hots
+
+
+def explain(bundle: ModelBundle, source: str | Prepared, tr: Trace | None = None, *, ig_steps: int = IG_STEPS,
+            epsilon: float = EPSILON, seed: int = SEED) -> Explanation:
+    """Attributions of every step of `tr` (default: the greedy decoding of `source`) and, with attention,
+    its counterfactual attention. The trace must be the model as trained: a what-if changes what is explained."""
+    if ig_steps < 2:
+        raise ExplorerError(f"integrated gradients needs at least 2 steps on its path, got {ig_steps}")
+    if not (math.isfinite(epsilon) and 0 < epsilon < 1):
+        raise ExplorerError(f"epsilon must be between 0 and 1, got {epsilon}")
+    started = time.perf_counter()
+    prepared = bundle.prepare(source) if isinstance(source, str) else source
+    if tr is None:
+        tr = trace(bundle, prepared)
+    if not tr.intervention.is_identity:
+        raise ExplorerError("attributions explain the model as trained: clear the what-if first")
+    if tuple(tr.source_tokens) != tuple(prepared.tokens):
+        raise ExplorerError("the trace is not of this input")
+    model = bundle.model
+    device = model_device(model)
+    src = torch.tensor([prepared.ids], dtype=torch.long, device=device)
+    out = torch.tensor(tr.output_ids.tolist(), dtype=torch.long, device=device).unsqueeze(0)  # (1, T)
+    scores, delta, change = _gradients(model, src, out, ig_steps)
+    counterfactuals = None
+    if model.attention is not None:
+        scores["erasure"] = _erasure(model, src, out)
+        counterfactuals = _counterfactuals(model, src, out, epsilon, seed)
+    attributions = Attributions(scores, delta, change, ig_steps)
+    return Explanation(bundle.name, model.cfg.attention, tuple(tr.source_tokens), tuple(tr.output_tokens),
+                       np.array(tr.weights, dtype=np.float32), attributions, counterfactuals,
+                       target_vocab=bundle.tgt_vocab.tokens, alignment=tr.alignment,
+                       seconds=time.perf_counter() - started)
+
+
+def _chosen_probability(model: Seq2Seq, src: Tensor, out: Tensor):
+    """f(x, t) -> p(y_t | x, y_<t) (N,) for input embeddings x (N, S, E) of this one input and the step t (N,)
+    each row explains: Seq2Seq.encode given the embeddings, then the teacher-forced decoder (training's batched
+    steps through decode_step) up to that row's step, read out there alone (nothing later reaches y_t)."""
+    S, T = src.shape[1], out.shape[1]
+    prefix = torch.cat([torch.full((1, 1), SOS_ID, dtype=torch.long, device=src.device), out[:, :-1]], dim=1)
+
+    def forward(x: Tensor, step: Tensor) -> Tensor:
+        n = x.shape[0]
+        lengths = torch.full((n,), S, dtype=torch.long, device=x.device)
+        memory = model.encode(src.expand(n, -1), lengths, embedded=x)
+        # Row r feeds <sos>, y_1 .. y_{t_r - 1} and stops: padding after its step ends it (by_target_length).
+        feed = prefix.expand(n, -1).masked_fill(torch.arange(T, device=x.device) > step.unsqueeze(1), PAD_ID)
+        batch = by_target_length(memory, feed)
+        top, context, _ = stepwise(model, batch.memory, batch.tgt_in, batch.running)  # (N_all, ·) step-major
+        offsets = torch.tensor([0] + batch.running[:-1], device=x.device).cumsum(0)  # each step's first row
+        last = (batch.tgt_in != PAD_ID).sum(1) - 1  # (n,) each sorted row's own step
+        at = offsets[last] + torch.arange(n, device=x.device)
+        logits = model.readout(top[at], None if context is None else context[at])  # (n, V) sorted rows
+        chosen = out[0, last]
+        p = torch.softmax(logits.float(), dim=-1).gather(1, chosen.unsqueeze(1)).squeeze(1)
+        return p if batch.back is None else p.index_select(0, batch.back)
+    return forward
+
+
+def _gradients(model: Seq2Seq, src: Tensor, out: Tensor,
+               ig_steps: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Gradient × input and integrated gradients (Captum) of p(y_t) on the input embeddings, summed over the
+    embedding: scores (T, S) each, and IG's convergence delta and output change (T,).
+
+    Row t of the batch explains step t, so one backward pass serves every step."""
+    from captum.attr import InputXGradient, IntegratedGradients  # 1 s of imports, only when explaining
+    T = out.shape[1]
+    forward = _chosen_probability(model, src, out)
+    with torch.no_grad():
+        x = model.encoder.embed(src)  # (1, S, E): the looked-up x_i (no dropout outside training)
+    x = x.expand(T, -1, -1).contiguous()  # (T, S, E): one row per step explained
+    baseline = torch.zeros_like(x)  # the <pad> embedding (padding_idx: the zero vector) at every position
+    steps = torch.arange(T, device=x.device)
+    with torch.enable_grad():
+        grad_x_input = InputXGradient(forward).attribute(x.clone().requires_grad_(), additional_forward_args=steps)
+        ig, delta = IntegratedGradients(forward).attribute(
+            x, baselines=baseline, additional_forward_args=steps, n_steps=ig_steps, return_convergence_delta=True,
+            internal_batch_size=max(T, ROWS_PER_PASS))
+    with torch.no_grad():
+        change = (forward(x, steps) - forward(baseline, steps)).double()  # (T,) p(y_t) at x minus at the baseline
+    scores = {"grad_x_input": grad_x_input.sum(-1).detach().double().cpu().numpy(),
+              "integrated_gradients": ig.sum(-1).detach().double().cpu().numpy()}
+    return scores, delta.detach().double().cpu().numpy(), change.cpu().numpy()
+
+
+@torch.inference_mode()
+def _erasure(model: Seq2Seq, src: Tensor, out: Tensor) -> np.ndarray:
+    """log p(y_t) − log p(y_t | x_i hidden from attention) (T, S): Explore's mask of one position (trace's
+    erasure_masks), one batch row per position, teacher-forced on the output like the plain decoding."""
+    S, T = src.shape[1], out.shape[1]
+    device = src.device
+    memory = model.encode(src, torch.tensor([S], device=device))
+    plain = _log_probs(model, memory, out, None)  # (1, T)
+    if S < 2:  # hiding the only input would leave attention nothing to read (Explore refuses it too)
+        return np.full((T, S), np.nan)
+    rows = memory.select(torch.zeros(S, dtype=torch.long, device=device))
+    hidden = _log_probs(model, rows, out.expand(S, -1), Control(mask=erasure_masks(S, device)))  # (S, T)
+    return (plain - hidden).T.double().cpu().numpy()  # (T, S)
+
+
+def _log_probs(model: Seq2Seq, memory: Memory, out: Tensor, control: Control | None) -> Tensor:
+    """log p(y_t) of the chosen tokens, teacher-forced (B, T), through decoding.decode as a trace decodes."""
+    result = decode(model, memory, out.shape[1], target=out, default_control=control, keep_steps=True)
+    logits = torch.stack([step.logits for step in result.steps], dim=1).float()  # (B, T, V)
+    return torch.log_softmax(logits, dim=-1).gather(2, out.unsqueeze(2)).squeeze(2)
+
+
+def _step_starts(model: Seq2Seq, src: Tensor, out: Tensor) -> tuple["_StepStart", Tensor, Tensor]:
+    """Where every step of the teacher-forced decoding of `out` starts, its α (T, S) and ŷ (T, V)."""
+    S, T = src.shape[1], out.shape[1]
+    device = src.device
+    with torch.no_grad():  # not inference mode: the adversary differentiates through these tensors
+        memory = model.encode(src, torch.tensor([S], device=device))
+        kept = decode(model, memory, T, target=out, keep_steps=True).steps
+    # What step t starts from: the state and context the previous step left, and the token it chose.
+    states = [memory.s0] + [step.state for step in kept[:-1]]
+    contexts = [model.initial_context(1, device)] + [step.context for step in kept[:-1]]
+    previous = torch.cat([torch.full((1,), SOS_ID, dtype=torch.long, device=device), out[0, :-1]])  # (T,)
+    start = _StepStart(model, memory, _stack_states(states), torch.cat(contexts), previous)
+    alpha = torch.cat([step.weights for step in kept]).float()  # (T, S) the model's own α_t
+    p = torch.softmax(torch.cat([step.logits for step in kept]).float(), dim=-1)  # (T, V)
+    return start, alpha, p
+
+
+def with_attention(bundle: ModelBundle, tr: Trace, weights: np.ndarray) -> np.ndarray:
+    """ŷ_t of every step of `tr` decoded again from its own start with each replacement α: weights (T, K, S)
+    -> probabilities (T, K, V); the counterfactuals' own path (decode_step with Control(weights=...))."""
+    model = bundle.model
+    device = model_device(model)
+    src = torch.tensor([bundle.src_vocab.encode(tr.source_tokens)], dtype=torch.long, device=device)
+    out = torch.tensor([tr.output_ids.tolist()], dtype=torch.long, device=device)
+    start, _, _ = _step_starts(model, src, out)
+    T, K, S = weights.shape
+    with torch.no_grad():
+        q = start.probs(torch.tensor(weights, dtype=torch.float32, device=device).reshape(T * K, S))
+    return q.view(T, K, -1).double().cpu().numpy()
+
+
+def _counterfactuals(model: Seq2Seq, src: Tensor, out: Tensor, epsilon: float, seed: int) -> Counterfactuals:
+    """Each step t decoded once more from its own s_{t-1}, c_{t-1} and y_{t-1}, with α_t replaced."""
+    S, T = src.shape[1], out.shape[1]
+    device = src.device
+    start, alpha, p = _step_starts(model, src, out)
+    rng = np.random.default_rng(seed)
+    replaced = {"permuted": torch.stack([alpha[t, torch.as_tensor(rng.permutation(S), device=device)]
+                                         for t in range(T)]),
+                "uniform": torch.full_like(alpha, 1.0 / S)}
+    replaced["adversarial"] = _adversarial(start, alpha, p, epsilon, replaced["permuted"])
+    weights, tvd, jsd, top = {}, {}, {}, {}
+    for kind in COUNTERFACTUALS:
+        with torch.no_grad():
+            q = start.probs(replaced[kind])
+        weights[kind] = replaced[kind].double().cpu().numpy()
+        tvd[kind] = (0.5 * (q - p).abs().sum(-1)).double().cpu().numpy()
+        jsd[kind] = js_distance(replaced[kind], alpha).double().cpu().numpy()
+        top[kind] = q.argmax(-1).cpu().numpy()
+    return Counterfactuals(weights, tvd, jsd, top, p.argmax(-1).cpu().numpy(), epsilon, seed)
+
+
+def _stack_states(states: list) -> object:
+    """The T states s_{t-1} (each (L, 1, H), or LSTM's pair) as one batch (L, T, H)."""
+    if isinstance(states[0], tuple):
+        return tuple(torch.cat([s[k] for s in states], dim=1) for k in range(2))
+    return torch.cat(states, dim=1)
+
+
+class _StepStart:
+    """Where every step t of a decoding starts (s_{t-1}, c_{t-1}, y_{t-1}), to decode each once more with a
+    replacement α_t (Control.weights) through the model's own decode_step, `per` rows per step."""
+
+    def __init__(self, model: Seq2Seq, memory: Memory, state, context: Tensor, previous: Tensor) -> None:
+        self.model, self.memory, self.state, self.context, self.previous = model, memory, state, context, previous
+        self.T = previous.shape[0]
+
+    def probs(self, weights: Tensor) -> Tensor:
+        """ŷ_t with α_t replaced: weights (T * per, S), rows step-major in blocks of `per` -> (T * per, V)."""
+        per = weights.shape[0] // self.T
+        rows = torch.arange(self.T, device=weights.device).repeat_interleave(per)  # the step of each row
+        state = tuple(s.index_select(1, rows) for s in self.state) if isinstance(self.state, tuple) \
+            else self.state.index_select(1, rows)
+        memory = self.memory.select(torch.zeros_like(rows))
+        step = self.model.decode_step(self.previous[rows], state, self.context[rows], memory,
+                                      Control(weights=weights))
+        return torch.softmax(step.logits.float(), dim=-1)
+
+
+def js_distance(a: Tensor, b: Tensor) -> Tensor:
+    """Jensen–Shannon distance (base 2, in [0, 1]) between the rows of a and b; as scipy's jensenshannon."""
+    return js_divergence(a, b).clamp(min=0).sqrt()
+
+
+def js_divergence(a: Tensor, b: Tensor) -> Tensor:
+    """Jensen–Shannon divergence (base 2) between the rows of a and b: ½ KL(a‖m) + ½ KL(b‖m), m = (a + b) / 2."""
+    m = 0.5 * (a + b)
+    log_m = m.clamp_min(1e-30).log()
+    kl = lambda p: (p * (p.clamp_min(1e-30).log() - log_m)).sum(-1)  # noqa: E731 (0 log 0 = 0, finite gradients)
+    return 0.5 * (kl(a) + kl(b)) / math.log(2)
+
+
+def _adversarial(start: _StepStart, alpha: Tensor, p: Tensor, epsilon: float, permuted: Tensor) -> Tensor:
+    """Per step, an α̃ as far from α_t in JSD as found while TVD(ŷ_t(α̃), ŷ_t(α_t)) <= ε (Jain & Wallace §4).
+
+    Gradient ascent (Adam) on the logits of α̃ from a few starts per step, on JSD(α̃, α_t) − a penalty for
+    TVD past ε; the answer is the farthest α̃ met that kept the output within ε: the uniform α, the permutation
+    and every one-hot α count too, as they are, and α_t itself always qualifies. The searches start from those
+    of them with the best JSD − penalty (all scored in one batched step)."""
+    T, S = alpha.shape
+    device = alpha.device
+    steps = torch.arange(T, device=device)
+    candidates = torch.cat([torch.full((T, 1, S), 1.0 / S, device=device), permuted.unsqueeze(1),
+                            torch.eye(S, device=device).expand(T, S, S)], dim=1)  # (T, C, S)
+    C = candidates.shape[1]
+    with torch.no_grad():  # every candidate as it is: the best one within ε is the answer to beat
+        q = start.probs(candidates.reshape(T * C, S)).view(T, C, -1)
+        tvd = 0.5 * (q - p.unsqueeze(1)).abs().sum(-1)  # (T, C)
+        jsd = js_divergence(candidates, alpha.unsqueeze(1).expand_as(candidates))
+        score = jsd - 10.0 * (tvd - epsilon).clamp(min=0)
+        feasible = torch.where(tvd <= epsilon, jsd, torch.full_like(jsd, -1.0))
+        k = feasible.argmax(dim=1)
+        found = feasible[steps, k] > 0
+        best = torch.where(found.unsqueeze(1), candidates[steps, k], alpha)
+        best_jsd = torch.where(found, feasible[steps, k], torch.zeros(T, device=device))
+    K = min(ADVERSARY_STARTS, C)
+    chosen = score.topk(K, dim=1).indices  # (T, K)
+    smooth = 0.98 * candidates + 0.02 / S  # the search's logits must be finite: one-hots start nearly one-hot
+    logits = smooth.gather(1, chosen.unsqueeze(2).expand(T, K, S)).log().clone().requires_grad_()
+    target = alpha.unsqueeze(1).expand(T, K, S)
+    optimiser = torch.optim.Adam([logits], lr=ADVERSARY_LR)
+    for iteration in range(ADVERSARY_STEPS + 1):
+        with torch.enable_grad():
+            tilde = torch.softmax(logits, dim=-1)  # (T, K, S)
+            q = start.probs(tilde.reshape(T * K, S)).view(T, K, -1)
+            tvd = 0.5 * (q - p.unsqueeze(1)).abs().sum(-1)  # (T, K)
+            jsd = js_divergence(tilde, target)
+            with torch.no_grad():  # keep the farthest α̃ that stayed within ε
+                ok = (tvd <= epsilon) & (jsd > best_jsd.unsqueeze(1))
+                if ok.any():
+                    gain = torch.where(ok, jsd, torch.full_like(jsd, -1.0))
+                    k = gain.argmax(dim=1)  # (T,)
+                    better = ok.any(dim=1)
+                    best = torch.where(better.unsqueeze(1), tilde[steps, k], best)
+                    best_jsd = torch.where(better, jsd[steps, k], best_jsd)
+            if iteration == ADVERSARY_STEPS:
+                break
+            loss = (-jsd + (100.0 / epsilon) * (tvd - epsilon).clamp(min=0) ** 2).sum()
+            optimiser.zero_grad()
+            (grad,) = torch.autograd.grad(loss, logits)
+            logits.grad = grad
+            optimiser.step()
+    return best.detach()
