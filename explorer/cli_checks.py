@@ -29,7 +29,8 @@ def check_args(args: argparse.Namespace) -> None:
             if not value.strip():
                 raise ExplorerError(f"{what} is empty")
             check_path_text(value, f"{what} path")
-    {"train": _train, "eval": _eval, "trace": _trace, "translate": _translate}.get(args.command, _none)(args)
+    {"train": _train, "eval": _eval, "trace": _trace, "translate": _translate,
+     "faithfulness": _faithfulness}.get(args.command, _none)(args)
 
 
 def _none(args: argparse.Namespace) -> None:
@@ -109,3 +110,18 @@ def _trace(args: argparse.Namespace) -> None:
 
 def _translate(args: argparse.Namespace) -> None:
     check_beam(args.beam)
+
+
+def _faithfulness(args: argparse.Namespace) -> None:
+    if args.samples is not None:
+        check_samples(args.samples)
+    if args.limit is not None:
+        if args.data is None:
+            raise ExplorerError("--limit is for --data (how many of the file's sources to explain)")
+        check_samples(args.limit)
+    if args.input is not None and not args.input.strip():
+        raise ExplorerError("--input is empty: type some symbols")
+    _optional(args, "seed", whole, 0, MAX_SEED)
+    _optional(args, "ig_steps", whole, 2, 1024)
+    _optional(args, "epsilon", real, 0.0, 1.0, lo_open=True, hi_open=True)
+    _optional(args, "threads", whole, 1, 1024)
