@@ -220,6 +220,9 @@ def _parser() -> argparse.ArgumentParser:
                         "is taken as its one piece (--force 1:Nous forces ▁Nous)")
     r.add_argument("--json", action="store_true", help="print the whole trace as JSON (its arrays are indexed "
                                                        "from 0, as JSON arrays are; its 'intervention' counts from 1)")
+    r.add_argument("--attributions", action="store_true",
+                   help="also explain every step: attributions beside α and counterfactual attention (as "
+                        "`faithfulness --input`; in the JSON under 'faithfulness'); only without a what-if")
     r.add_argument("--html", default=None, metavar="FILE",
                    help="also write the trace as one self-contained HTML file that steps through decoding with "
                         "← → and works offline (plotly.js and the Chinese glyphs it uses inside; default: none)")
@@ -444,8 +447,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print(f"note: {cut}", file=sys.stderr)
     if html is not None:
         _write_trace_html(bundle, tr, args.input, html)
+    explanation = None
+    if args.attributions:
+        from explorer.engine.attribution import explain
+        explanation = explain(bundle, args.input, tr)
     if args.json:
-        print(tr.to_json())
+        print(tr.to_json(explanation))
     else:
         print(f"input : {' '.join(tr.source_tokens)}")
         print(f"output: {' '.join(tr.output_tokens)}")
@@ -454,6 +461,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 i = int(tr.weights[t].argmax())
                 print(f"  step {t + 1:>2}: {tok!r:>8} attends {tr.source_tokens[i]!r} at position {i + 1} "
                       f"(α={tr.weights[t, i]:.3f})")
+        if explanation is not None:
+            from explorer.faithfulness import explanation_lines
+            print("\n".join(explanation_lines(explanation)[2:]))  # input and output are printed above
     return 0
 
 

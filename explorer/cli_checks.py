@@ -106,6 +106,9 @@ def _trace(args: argparse.Namespace) -> None:
     for text in args.force:
         if not _STEP_VALUE.match(text):
             raise ExplorerError(f"--force expects STEP:VALUE (STEP:TOKEN), got {text[:40]!r}")
+    if args.attributions and (args.mask or args.pin or args.force or args.temperature != 1.0):
+        raise ExplorerError("--attributions explain the model as trained: leave out --mask, --pin, --force and "
+                            "--temperature")
 
 
 def _translate(args: argparse.Namespace) -> None:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from explorer.data.subwords import MARK, pieces_text
 from explorer.data.tasks import alignment_hits
+from explorer.faithfulness import Explanation, explanation_json_dict, json_ready, step_frame_columns
 
 
 # The query-string parameters of a what-if (explorer/app/views.py's intervention_query reads and writes them).
@@ -124,8 +125,9 @@ class Trace:
         hits, counted = alignment_hits(self.weights, _alignment_sets(self.alignment))
         return hits / counted if counted else None
 
-    def to_json_dict(self) -> dict[str, Any]:
-        """The trace as plain JSON types (the CLI's and the download's format)."""
+    def to_json_dict(self, explanation: Explanation | None = None) -> dict[str, Any]:
+        """The trace as plain JSON types (the CLI's and the download's format); with `explanation` (this trace's
+        attributions and counterfactuals, explorer/faithfulness.py) under "faithfulness"."""
         def arr(a: np.ndarray) -> Any:
             return np.where(np.isfinite(a), a, np.nan).astype(float).tolist() if a.size else \
                 [[] for _ in range(a.shape[0])] if a.ndim == 2 else []
@@ -154,38 +156,36 @@ class Trace:
         if self.source_words or self.output_words:
             out["source_words"] = [list(g) for g in self.source_words]
             out["output_words"] = [list(g) for g in self.output_words]
+        if explanation is not None:
+            out["faithfulness"] = explanation_json_dict(explanation)
         return out
 
-    def to_json(self) -> str:
+    def to_json(self, explanation: Explanation | None = None) -> str:
         """JSON text; NaN (masked scores) becomes null."""
-        return json.dumps(_nan_to_none(self.to_json_dict()), ensure_ascii=False)
-
-
-def _nan_to_none(x: Any) -> Any:
-    if isinstance(x, float) and x != x:
-        return None
-    if isinstance(x, list):
-        return [_nan_to_none(v) for v in x]
-    if isinstance(x, dict):
-        return {k: _nan_to_none(v) for k, v in x.items()}
-    return x
+        return json.dumps(json_ready(self.to_json_dict(explanation)), ensure_ascii=False)
 
 
 def _alignment_sets(matrix: np.ndarray) -> tuple[frozenset[int], ...]:
     return tuple(frozenset(np.flatnonzero(row).tolist()) for row in matrix)
 
 
-def trace_frame(tr: Trace) -> pd.DataFrame:
-    """The trace as one tidy table: a row per output step × input position (one per step without attention).
+def trace_frame(tr: Trace, explanation: Explanation | None = None) -> pd.DataFrame:
+    """The trace as one tidy table: a row per output step × input position (one per step without attention,
+    unless attributions come with it).
 
     Columns: step t and position i (1-based), the output, previous and input tokens, the chosen token's
-    probability, the score e_ti and weight α_ti, and whether (t, i) is in the true alignment."""
+    probability, the score e_ti and weight α_ti, and whether (t, i) is in the true alignment; with
+    `explanation`, each attribution method's score of (t, i) (explorer/faithfulness.py)."""
     T, S = tr.steps, len(tr.source_tokens)
     chosen_p = tr.probs[np.arange(T), tr.output_ids] if T else np.zeros(0)
     rows = []
     for t in range(T):
         base = {"step": t + 1, "output_token": tr.output_tokens[t], "previous_token": tr.previous_tokens[t],
                 "probability": float(chosen_p[t])}
+        if not tr.has_attention and explanation is not None:
+            rows += [{**base, "position": i + 1, "input_token": tr.source_tokens[i], "score": np.nan,
+                      "weight": np.nan, "true_alignment": None} for i in range(S)]
+            continue
         if not tr.has_attention:
             rows.append({**base, "position": np.nan, "input_token": None, "score": np.nan, "weight": np.nan,
                          "true_alignment": None})
@@ -201,7 +201,10 @@ def trace_frame(tr: Trace) -> pd.DataFrame:
     columns = ["step", "output_token", "previous_token", "probability", "position", "input_token", "score",
                "weight", "true_alignment"]
     frame = pd.DataFrame(rows, columns=columns)
-    if tr.source_words and tr.has_attention:  # subword pieces: which word (1-based) each piece belongs to
+    if explanation is not None:
+        for method, column in step_frame_columns(explanation).items():
+            frame[method] = column
+    if tr.source_words and (tr.has_attention or explanation is not None):  # subword pieces: which word (1-based) each piece belongs to
         word_of_output = {t: w + 1 for w, group in enumerate(tr.output_words) for t in group}
         word_of_input = {i: w + 1 for w, group in enumerate(tr.source_words) for i in group}
         frame["output_word"] = (frame["step"] - 1).map(word_of_output)
@@ -209,9 +212,9 @@ def trace_frame(tr: Trace) -> pd.DataFrame:
     return frame
 
 
-def trace_csv(tr: Trace) -> str:
-    """The tidy table as CSV text (the page's CSV download)."""
-    return trace_frame(tr).to_csv(index=False)
+def trace_csv(tr: Trace, explanation: Explanation | None = None) -> str:
+    """The tidy table as CSV text (the page's CSV download), with the attributions when given."""
+    return trace_frame(tr, explanation).to_csv(index=False)
 
 
 

@@ -282,3 +282,29 @@ def test_every_architecture_gets_attributions(random_bundle):
         with pytest.raises(ValueError, match="read-only"):
             e.attributions.scores[method][0, 0] = 1.0
     assert (e.counterfactuals is None) == (bundle.model.cfg.attention == "none")
+
+
+@needs("reverse", "reverse-none")
+def test_exports_carry_the_attributions(explained):
+    """The trace's JSON and CSV downloads (record.Trace.to_json, record.trace_csv) with the explanation: every
+    method's score per step and position; without attention the table gets a row per position too."""
+    import io
+    import json
+
+    import pandas as pd
+    from explorer.record import trace_csv
+    bundle, done = explained["reverse"]
+    e = done[0]
+    tr = trace(bundle, "".join(e.source_tokens))
+    data = json.loads(tr.to_json(e))
+    assert np.allclose(data["faithfulness"]["attributions"]["erasure"], e.attributions.scores["erasure"])
+    assert "faithfulness" not in json.loads(tr.to_json())
+    frame = pd.read_csv(io.StringIO(trace_csv(tr, e)))
+    assert set(F.METHODS) <= set(frame.columns)
+    row = frame[(frame["step"] == 1) & (frame["position"] == 1)].iloc[0]
+    assert row["integrated_gradients"] == pytest.approx(e.attributions.scores["integrated_gradients"][0, 0])
+    plain = _load("reverse-none")
+    e_none = explain(plain, "123", ig_steps=4)
+    frame = pd.read_csv(io.StringIO(trace_csv(trace(plain, "123"), e_none)))
+    assert len(frame) == e_none.steps * 3 and "erasure" not in frame.columns
+    assert frame["grad_x_input"].to_numpy() == pytest.approx(e_none.attributions.scores["grad_x_input"].reshape(-1))

@@ -81,6 +81,19 @@ def test_sources_from_a_file(capsys, tmp_path):
     assert json.loads(out)["sentences"] == 2
 
 
+@needs("reverse")
+def test_trace_with_attributions(capsys):
+    rc, out, err = run(capsys, "trace", "--checkpoint", "reverse", "--input", "271", "--json", "--attributions")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert set(data["faithfulness"]["attributions"]) == set(METHODS)
+    assert data["output_tokens"] == ["1", "7", "2", "<eos>"]
+    rc, out, err = run(capsys, "trace", "--checkpoint", "reverse", "--input", "271", "--attributions")
+    assert rc == 0 and "gradient × input" in out
+    rc, out, err = run(capsys, "trace", "--checkpoint", "reverse", "--input", "271", "--mask", "1", "--attributions")
+    assert_refused(rc, out, err, "--attributions explain the model as trained")
+
+
 @pytest.mark.parametrize("args, message", [
     (["--samples", "0"], "samples"),
     (["--input", "  "], "--input is empty"),
