@@ -17,7 +17,7 @@ from dataclasses import replace
 import streamlit as st
 
 from explorer.app.figures import offline
-from explorer.app.pages import beam_panel, common, landing, neighbours_panel, presenter
+from explorer.app.pages import beam_panel, common, faithfulness_panel, landing, neighbours_panel, presenter
 from explorer.app.pages import explore_panels as panels
 from explorer.app.pages import explore_shared as shared
 from explorer.app.pages import explore_state as state
@@ -213,10 +213,12 @@ def _downloads(bundle, request: views.Request, tr: Trace) -> None:
     st.divider()
     st.subheader(":material/download: Export")
     stem = f"trace-{tr.model_name}"
+    # The attributions go along once the faithfulness section has computed them for this very decoding.
+    explanation = faithfulness_panel.shown_explanation(request) if request.intervention.is_identity else None
     cols = st.columns([2, 2, 3, 5])
-    cols[0].download_button("Trace as JSON", data=tr.to_json, file_name=f"{stem}.json", mime="application/json",
-                            key=K + "json", on_click="ignore", width="stretch")
-    cols[1].download_button("Trace as CSV", data=lambda: views.trace_csv(tr), file_name=f"{stem}.csv",
+    cols[0].download_button("Trace as JSON", data=lambda: tr.to_json(explanation), file_name=f"{stem}.json",
+                            mime="application/json", key=K + "json", on_click="ignore", width="stretch")
+    cols[1].download_button("Trace as CSV", data=lambda: views.trace_csv(tr, explanation), file_name=f"{stem}.csv",
                             mime="text/csv", key=K + "csv", on_click="ignore", width="stretch")
     cols[2].download_button("Offline trace (HTML)", data=lambda: offline.trace_page(
         tr, bundle.model.cfg.cell, request.text, views.output_text(bundle, tr)), file_name=f"{stem}.html",
@@ -225,4 +227,7 @@ def _downloads(bundle, request: views.Request, tr: Trace) -> None:
              "the heatmap, the four steps and the lookup table (plotly.js and the Chinese glyphs inside, under 5 MB)")
     cols[3].caption("JSON: every vector of the trace. CSV: one row per step × input position (α, e, the "
                     "chosen token and its probability). Offline trace: for a course page or a room with no network. "
-                    "Each figure: PNG from its camera icon, HTML below it.")
+                    "Each figure: PNG from its camera icon, HTML below it. "
+                    + ("Both carry the attributions of *Is attention the explanation?* (JSON: its counterfactual α "
+                       "too)." if explanation is not None else
+                       "Open *Is attention the explanation?* above to add its attributions to both."))

@@ -15,6 +15,7 @@ from explorer.app.figures import attention as fig_attention
 from explorer.app.figures import steps as fig_steps
 from explorer.app.figures import vectors as fig_vectors
 from explorer.app.pages import explore_shared as shared
+from explorer.app.pages import faithfulness_panel
 from explorer.app.pages import explore_state as state
 from explorer.app.pages import presenter
 from explorer.app.pages.explore_state import K
@@ -105,6 +106,7 @@ def _draw(request: views.Request, cell: str, attn_dim: int) -> None:
     _step_three(tr, step, request, attn_dim)
     _step_four(tr, step, request)
     _hidden_tabs(request, tr, step)
+    shared.guarded(faithfulness_panel.render, request, step)
     panel_ms = (time.perf_counter() - started) * 1000
     state.put("panel_ms", panel_ms)
     st.container(key=K + "panel_timing").caption(

@@ -22,6 +22,7 @@ ANCHORS = {
     "lookup": [".st-key-explore_lookup_block", ".st-key-explore_step_panel"],
     "what-if": [".st-key-explore_what_if_pair", ".st-key-explore_what_if"],
     "hidden": [".st-key-explore_hidden"],
+    "faithfulness": [".st-key-explore_faith"],
     "curve": [".st-key-compare_fig_curve"],
     "side-by-side": [".st-key-compare_side_by_side"],
     "bottleneck": [".st-key-learn_fig_bottleneck", ".st-key-learn_section_body"],
@@ -91,9 +92,12 @@ def once(page: str, fallback: str | None) -> None:
 
 
 def explore_fallback(params: dict[str, str], what_if_keys: tuple[str, ...]) -> str | None:
-    """What an Explore address is about: its what-if, its open hidden states, or its step's heatmap."""
+    """What an Explore address is about: its what-if, its open hidden states or faithfulness section, or its
+    step's heatmap."""
     if any(key in params for key in what_if_keys):
         return "what-if"
     if params.get("explore_hidden") == "true":
         return "hidden"
+    if params.get("explore_faith") == "true":
+        return "faithfulness"
     return "heatmap" if "step" in params else None

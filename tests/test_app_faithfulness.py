@@ -1,0 +1,120 @@
+"""Is the attention the explanation? Explore's section under AppTest on the shipped models: it opens from its
+link (and in presenter mode), draws α beside the attributions with the numbers the engine computed, says in words
+what the counterfactual α did, and the no-attention twin gets attributions and a sentence instead of α. Figures
+are checked as functions."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer import faithfulness as F
+from explorer.app.figures import faithfulness as fig_faith
+from explorer.app.pages import faithfulness_panel
+from explorer.checkpoints import checkpoint
+
+from app_support import frame_with
+
+TIMEOUT = 300
+SHIPPED = set(checkpoint.pretrained_names())
+needs = lambda *names: pytest.mark.skipif(not set(names) <= SHIPPED,  # noqa: E731
+                                         reason=f"needs the shipped {', '.join(names)}")
+
+
+def open_app(page: str = "../app.py", **params) -> AppTest:
+    at = AppTest.from_file(page, default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    return {el.proto.id.rsplit("-", 1)[-1]: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+
+
+def decode(array) -> np.ndarray:
+    if isinstance(array, dict) and "bdata" in array:
+        data = np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+        shape = array.get("shape")
+        if isinstance(shape, str):
+            shape = [int(n) for n in shape.split(",")]
+        return data.reshape(shape) if shape is not None else data
+    return np.asarray(array, dtype=float)
+
+
+@pytest.fixture(scope="module")
+def reverse_explained():
+    from explorer.checkpoints.registry import load_shipped
+    from explorer.engine.attribution import explain
+    return explain(load_shipped("reverse"), "31415926")
+
+
+@needs("reverse")
+def test_the_section_opens_from_its_link_with_the_engines_numbers(reverse_explained):
+    at = open_app(model="reverse", input="31415926", step="3", explore_faith="true")
+    assert at.session_state["explore_faith"] is True
+    drawn = charts(at)
+    maps = drawn["explore_faith_fig_maps"]
+    alpha = decode(maps["data"][0]["z"])
+    assert np.allclose(alpha, reverse_explained.weights, atol=1e-6)
+    ig = next(trace for trace in maps["data"] if trace.get("meta") == "integrated gradients")
+    assert np.allclose(decode(ig["z"]), reverse_explained.attributions.importance("integrated_gradients"), atol=1e-6)
+    assert any(s.get("y0") == 1.5 and s.get("y1") == 2.5 for s in maps["layout"]["shapes"]), "step 3 outlined"
+    assert "explore_faith_fig_cf" in drawn and "explore_faith_fig_steps" in drawn
+    text = "\n".join(m.value for m in at.markdown)
+    assert "Over the sentence (9 steps)" in text
+    table = frame_with(at, "same top input at this step")
+    assert list(table["method"]) == [F.METHOD_NAMES[m] for m in F.METHODS]
+
+
+@needs("reverse")
+def test_the_section_is_closed_until_asked_and_works_in_presenter_mode():
+    closed = open_app(model="reverse", input="31415926")
+    assert "explore_faith_fig_maps" not in charts(closed)
+    presenting = open_app(model="reverse", input="31415926", explore_faith="true", present="1")
+    assert "explore_faith_fig_maps" in charts(presenting)
+    presenting.button(key="explore_next").click().run()  # → in presenter mode: the section follows the step
+    assert not presenting.exception
+    shapes = charts(presenting)["explore_faith_fig_maps"]["layout"]["shapes"]
+    assert any(s.get("y0") == 0.5 and s.get("y1") == 1.5 for s in shapes), "step 2 outlined"
+
+
+@needs("reverse-none")
+def test_the_no_attention_twin_gets_attributions_and_a_sentence():
+    at = open_app(model="reverse-none", input="31415926", explore_faith="true")
+    assert any(F.NO_ATTENTION in i.value for i in at.info)
+    maps = charts(at)["explore_faith_fig_maps"]
+    panels = [trace.get("meta") for trace in maps["data"] if trace["type"] == "heatmap"]
+    assert panels == ["gradient × input", "integrated gradients"]
+
+
+@needs("reverse")
+def test_words_say_when_a_large_change_in_alpha_changed_nothing(reverse_explained):
+    e = reverse_explained
+    for step in range(e.steps):
+        words = " ".join(faithfulness_panel.counterfactual_words(e, step))
+        kept = faithfulness_panel.large_change_kept(e, step)
+        assert ("A large change in α changed nothing here" in words) == kept
+    assert any(faithfulness_panel.large_change_kept(e, s) for s in range(e.steps)), \
+        "reverse on 31415926: some α far from the model's keeps the output"
+
+
+@needs("reverse")
+def test_figures_are_pure_functions_of_the_explanation(reverse_explained):
+    e = reverse_explained
+    a = fig_faith.importance_heatmaps(e, 2)
+    b = fig_faith.importance_heatmaps(e, 2)
+    assert a.to_json() == b.to_json()
+    assert len([t for t in a.data if t.type == "heatmap"]) == 4
+    cf = fig_faith.counterfactual_bars(e, 2)
+    assert [t.type for t in cf.data] == ["bar"] * 4
+    assert np.allclose(cf.data[3].y, e.counterfactuals.weights["adversarial"][2])
+    steps = fig_faith.agreement_by_step(e)
+    assert np.allclose(np.asarray(steps.data[0].y, dtype=float), e.agreement("grad_x_input").kendall_tau,
+                       equal_nan=True)
