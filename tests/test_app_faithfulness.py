@@ -1,7 +1,7 @@
 """Is the attention the explanation? Explore's section under AppTest on the shipped models: it opens from its
 link (and in presenter mode), draws α beside the attributions with the numbers the engine computed, says in words
 what the counterfactual α did, and the no-attention twin gets attributions and a sentence instead of α. Figures
-are checked as functions."""
+(Compare's chart of the twins too) are checked as functions."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import faithfulness as F
 from explorer.app.figures import faithfulness as fig_faith
-from explorer.app.pages import faithfulness_panel
+from explorer.app.pages import faithfulness_compare, faithfulness_panel
 from explorer.checkpoints import checkpoint
 
 from app_support import frame_with
@@ -118,3 +118,24 @@ def test_figures_are_pure_functions_of_the_explanation(reverse_explained):
     steps = fig_faith.agreement_by_step(e)
     assert np.allclose(np.asarray(steps.data[0].y, dtype=float), e.agreement("grad_x_input").kendall_tau,
                        equal_nan=True)
+
+
+def _report(name: str, attention: str) -> dict:
+    attends = attention != "none"
+    methods = {m: {"top1_agreement": 0.9 if attends else None, "kendall_tau": 0.5 if attends else None, "jsd": 0.2}
+               for m in (F.METHODS if attends else F.METHODS[:2])}
+    counter = {f"{k}_flip_rate": (0.4 if attends else None) for k in F.COUNTERFACTUALS}
+    return {"model": name, "attention": attention, "steps": 100, "methods": methods,
+            "counterfactual": {**counter, "epsilon": 0.05, "adversarial_jsd": 0.8 if attends else None},
+            "integrated_gradients": {"converged_share": 0.5}, "truth": {"alpha": 1.0 if attends else None}}
+
+
+def test_the_twins_table_and_chart():
+    reports = {"reverse": _report("reverse", "dot"), "reverse-none": _report("reverse-none", "none")}
+    frame = faithfulness_compare.comparison_frame(reports)
+    assert list(frame["model"]) == ["reverse", "reverse-none"]
+    assert frame.loc[0, "top-1 IG"] == pytest.approx(90.0) and frame.loc[0, "flips uniform"] == pytest.approx(40.0)
+    assert frame.loc[1, "top-1 erasure"] is None or np.isnan(frame.loc[1, "top-1 erasure"])
+    fig = fig_faith.faithfulness_comparison(reports)
+    assert {t.name for t in fig.data} >= {F.METHOD_NAMES[m] for m in F.METHODS}
+    assert any(a.text == "no α" for a in fig.layout.annotations)

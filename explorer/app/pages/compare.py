@@ -17,7 +17,7 @@ from explorer.app.figures.attention import attention_heatmap
 from explorer.app.figures.compare import (METRIC_LABELS, accuracy_by_length_figure, bleu_by_length_figure,
                                      parameter_figure)
 from explorer.app.figures.style import plotly_config
-from explorer.app.pages import common, landing, presenter, score_twins
+from explorer.app.pages import common, faithfulness_compare, landing, presenter, score_twins
 from explorer.app.engine_link import engine_module
 
 comparison = engine_module("explorer.training.comparison")
@@ -339,6 +339,8 @@ def render() -> None:
     side_by_side_section(names)
     st.divider()
     score_twins.section()
+    st.divider()
+    faithfulness_compare.section()
     landing.once("compare", arrived)
     presenter.qr_code()
 
