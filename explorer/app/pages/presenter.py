@@ -47,7 +47,7 @@ PRESENTER_CSS = """
 [data-testid="stCaptionContainer"] { font-size: 1rem; }
 [data-testid="stApp"] *:not(h1, h2, h3, h4, h5, h6, .katex, .katex *, svg, svg *, [data-testid="stIconMaterial"],
   [data-testid="stIconMaterial"] *, .material-symbols-rounded) { font-size: max(1em, 16px) !important; }
-[data-testid="stDataFrame"] { zoom: 1.1; }
+[data-testid="stDataFrame"] { zoom: 1.1; contain: paint; }
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important; height: auto !important;
 }
