@@ -347,8 +347,8 @@ def test_any_change_to_a_tokenizer_s_settings_is_refused(tokenizer_spec, data):
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] = value
-    if spec == tokenizer_spec:
-        return
+    if spec == tokenizer_spec or (path == ("model", "merges") and value == []):
+        return  # no merges is what training writes for a text with no pair seen twice: a harmless BPE
     with pytest.raises(ExplorerError):
         SubwordTokenizer(json.dumps(spec))
 
