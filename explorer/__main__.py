@@ -252,6 +252,8 @@ def _parser() -> argparse.ArgumentParser:
                                                      "explained (means over all their steps)")
     f.add_argument("--limit", type=int, default=None, help="--data: explain only the first N sources it can read "
                                                            "(default: all)")
+    f.add_argument("--split", choices=("all", "valid"), default="all",
+                   help="--data: the whole file, or only the held-out split the model was trained beside")
     f.add_argument("--seed", type=int, default=12345, help="--samples: seed of the fresh inputs")
     f.add_argument("--ig-steps", type=int, default=32, help="integrated gradients: points on the path")
     f.add_argument("--epsilon", type=float, default=0.05,
@@ -557,7 +559,7 @@ def cmd_faithfulness(args: argparse.Namespace) -> int:
     if args.samples is not None:
         sources = explanations.task_sources(bundle, args.samples, args.seed)
     else:
-        sources = explanations.tsv_sources(bundle, args.data, args.limit)
+        sources = explanations.tsv_sources(bundle, args.data, args.limit, args.split)
     progress.on_count(0, len(sources), "sentences")
     done = explanations.explain_sources(bundle, sources, **options,
                                         on_progress=lambda n, total: progress.on_count(n, total, "sentences"))

@@ -122,6 +122,8 @@ def _faithfulness(args: argparse.Namespace) -> None:
         if args.data is None:
             raise ExplorerError("--limit is for --data (how many of the file's sources to explain)")
         check_samples(args.limit)
+    if args.split != "all" and args.data is None:
+        raise ExplorerError("--split is for --data (the held-out part of the file the model was trained on)")
     if args.input is not None and not args.input.strip():
         raise ExplorerError("--input is empty: type some symbols")
     _optional(args, "seed", whole, 0, MAX_SEED)

@@ -100,6 +100,7 @@ def test_trace_with_attributions(capsys):
     (["--input", "12", "--epsilon", "1.5"], "--epsilon"),
     (["--input", "12", "--ig-steps", "1"], "--ig-steps"),
     (["--input", "12", "--limit", "3"], "--limit is for --data"),
+    (["--input", "12", "--split", "valid"], "--split is for --data"),
     (["--data", "/no/such/file.tsv"], "no such file"),
     (["--input", "12a"], "unknown symbol"),
     (["--input", "12", "--threads", "0"], "--threads"),

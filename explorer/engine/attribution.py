@@ -114,11 +114,13 @@ def _gradients(model: Seq2Seq, src: Tensor, out: Tensor,
         ig, delta = IntegratedGradients(forward).attribute(
             x, baselines=baseline, additional_forward_args=steps, n_steps=ig_steps, return_convergence_delta=True,
             internal_batch_size=max(T, ROWS_PER_PASS))
-    with torch.no_grad():
-        change = (forward(x, steps) - forward(baseline, steps)).double()  # (T,) p(y_t) at x minus at the baseline
+    ig = ig.detach().double()
+    delta = delta.detach().double()
+    # Captum's delta is Σ IG − (f(x) − f(baseline)), from its own forward passes at both ends: the change follows.
+    change = ig.sum(dim=(1, 2)) - delta  # (T,) p(y_t) at x minus at the baseline
     scores = {"grad_x_input": grad_x_input.sum(-1).detach().double().cpu().numpy(),
-              "integrated_gradients": ig.sum(-1).detach().double().cpu().numpy()}
-    return scores, delta.detach().double().cpu().numpy(), change.cpu().numpy()
+              "integrated_gradients": ig.sum(-1).cpu().numpy()}
+    return scores, delta.cpu().numpy(), change.cpu().numpy()
 
 
 @torch.inference_mode()

@@ -30,13 +30,20 @@ def task_sources(bundle: ModelBundle, samples: int, seed: int) -> list[Prepared]
             for e in task.sample(random.Random(seed), samples)]
 
 
-def tsv_sources(bundle: ModelBundle, path: str, samples: int | None = None) -> list[Prepared]:
-    """The sources of a TSV file the model can read (the first `samples` of them), as its tokens."""
+def tsv_sources(bundle: ModelBundle, path: str, samples: int | None = None, split: str = "all") -> list[Prepared]:
+    """The sources of a TSV file the model can read (the first `samples` of them), as its tokens; split "valid":
+    only the held-out part of the file the model was trained on, split as training split it."""
     from explorer.data.corpus import load_tsv
+    from explorer.training.evaluation import held_out_pairs
     if samples is not None:
         check_samples(samples)
+    if split not in ("all", "valid"):
+        raise ExplorerError(f"split must be 'all' or 'valid', got {split!r}")
+    pairs = list(load_tsv(path).pairs)
+    if split == "valid":
+        pairs = held_out_pairs(bundle, pairs)
     out = []
-    for source, _ in load_tsv(path).pairs:
+    for source, _ in pairs:
         if samples is not None and len(out) >= samples:
             break
         try:
