@@ -308,3 +308,20 @@ def test_exports_carry_the_attributions(explained):
     frame = pd.read_csv(io.StringIO(trace_csv(trace(plain, "123"), e_none)))
     assert len(frame) == e_none.steps * 3 and "erasure" not in frame.columns
     assert frame["grad_x_input"].to_numpy() == pytest.approx(e_none.attributions.scores["grad_x_input"].reshape(-1))
+
+
+@needs("reverse-none")
+def test_the_stored_reports_are_what_the_cli_computes():
+    """pretrained/faithfulness.json (Compare's twins) against fresh computation, for the cheapest twin: the stored
+    report of reverse-none is summarise() of the same 100 inputs (seed 12345), up to float rounding."""
+    from explorer.training import explanations
+    path = checkpoint.resolve("reverse-none")
+    stored = explanations.stored_report(path)
+    if stored is None:
+        pytest.skip("no stored report for this reverse-none file (benchmarks/faithfulness.py --store)")
+    fresh = F.json_ready(explanations.faithfulness_report(_load("reverse-none"), explanations.STORED_SAMPLES,
+                                                         explanations.STORED_SEED))
+    assert fresh["steps"] == stored["steps"] and fresh["sentences"] == stored["sentences"]
+    assert fresh["integrated_gradients"]["converged_share"] == pytest.approx(
+        stored["integrated_gradients"]["converged_share"], abs=0.01)
+    assert fresh["truth"] == pytest.approx(stored["truth"], abs=0.01)
