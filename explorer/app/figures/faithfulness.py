@@ -74,8 +74,8 @@ def importance_heatmaps(e: Explanation, step: int | None = None, title: str | No
             for t in np.flatnonzero(~converged):
                 fig.add_shape(type="rect", xref=f"x{axis}", yref=f"y{axis}", x0=-0.5, x1=S - 0.5, y0=t - 0.5,
                               y1=t + 0.5, line={"color": MASKED, "width": 1, "dash": "dot"},
-                              fillcolor="rgba(127,127,127,0.30)")
-    crowded = S > 12 or sum(len(label) for label in x) > 40
+                              fillcolor="rgba(127,127,127,0.18)")
+    crowded = S > 12 or sum(len(label) for label in x) * len(panels) > 100  # each panel has a share of the width
     styled(fig, title, height=max(300, 120 + ROW_PX * T + (60 if crowded else 0)))
     fig.update_xaxes(type="category", side="bottom", tickangle=-60 if crowded else 0, showgrid=False, dtick=1)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False, dtick=1)
@@ -109,9 +109,10 @@ def counterfactual_bars(e: Explanation, step: int, title: str | None = None) -> 
                              hovertemplate="x = %{x}<br>α = %{y:.4f}<extra></extra>", showlegend=False),
                       row=1, col=col)
     fig.update_yaxes(range=[0, 1.05], row=1, col=1, title={"text": f"α{_sub(step + 1)},ᵢ"})
-    fig.update_xaxes(type="category", tickangle=-60 if len(x) > 8 else 0)
+    angled = len(x) > 8 or sum(len(label) for label in x) > 24
+    fig.update_xaxes(type="category", tickangle=-60 if angled else 0)
     fig.update_annotations(font={"size": 13})
-    return styled(fig, title, height=320)
+    return styled(fig, title, height=380 if angled else 320)
 
 
 def agreement_by_step(e: Explanation, title: str | None = None) -> go.Figure:

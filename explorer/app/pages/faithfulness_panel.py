@@ -161,8 +161,8 @@ def counterfactual_words(e: F.Explanation, step: int) -> list[str]:
             f"{F.COUNTERFACTUAL_NAMES[k]} (to **{vocab[int(c.top[k][step])]}**)" for k in moved) +
             ": here the model's output does depend on where it attends.")
     if not unmoved and not moved:
-        out.append(f"At step {t} no replacement changed the top token, and none that went far from α left the output "
-                   "untouched.")
+        out.append(f"At step {t} no replacement changed the top token, and none was both far from α (JSD ≥ "
+                   f"{LARGE_CHANGE:g}) and nearly harmless to the output (TVD < {NOTHING:g}).")
     flips = {kind: int(c.flipped(kind).sum()) for kind in F.COUNTERFACTUALS}
     out.append(f"Over the sentence ({e.steps} steps): the top token changed at {flips['permuted']} with α permuted, "
                f"{flips['uniform']} with the uniform α and {flips['adversarial']} with the adversarial α, which went "
