@@ -23,7 +23,7 @@ _STEP_POSITION = re.compile(r"\s*-?\d{1,9}\s*:\s*-?\d{1,9}\s*")
 
 def check_args(args: argparse.Namespace) -> None:
     """ExplorerError naming the first argument out of range (the command's own checks follow)."""
-    for attr, what in (("checkpoint", "--checkpoint"), ("data", "--data"), ("out", "--out")):
+    for attr, what in (("checkpoint", "--checkpoint"), ("data", "--data"), ("out", "--out"), ("resume", "--resume")):
         value = getattr(args, attr, None)
         if isinstance(value, str):
             if not value.strip():
@@ -69,6 +69,7 @@ def _train(args: argparse.Namespace) -> None:
     _optional(args, "max_seconds", real, 0.0, None, lo_open=True)
     _optional(args, "valid_fraction", real, 0.0, 1.0, hi_open=True)
     _optional(args, "subword_dropout", real, 0.0, 1.0, hi_open=True)
+    _optional(args, "augment", real, 0.0, 1.0, hi_open=True)
     _optional(args, "seed", whole, 0, MAX_SEED)
     _optional(args, "eval_every", whole, 1, lim.max_steps)
     _optional(args, "eval_samples", whole, 1, 100_000)

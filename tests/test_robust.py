@@ -145,3 +145,11 @@ def test_training_data_with_typed_variants_pickles_for_a_jobs_state() -> None:
                                    src_lang="en", tgt_lang="fr", min_freq=1, valid_fraction=0.2, augment=0.5)
     twin = pickle.loads(pickle.dumps(data))
     assert [data.batch(random.Random(4), 8) for _ in range(5)] == [twin.batch(random.Random(4), 8) for _ in range(5)]
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1", "nan"])
+def test_train_refuses_an_augment_rate_outside_0_1_before_any_work(value: str, capsys) -> None:
+    from explorer.__main__ import main
+    rc = main(["train", "--data", str(FIXTURES / "eng-fra-good.tsv"), "--augment", value, "--out", "/tmp/never"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--augment" in err
