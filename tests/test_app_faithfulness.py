@@ -139,3 +139,13 @@ def test_the_twins_table_and_chart():
     fig = fig_faith.faithfulness_comparison(reports)
     assert {t.name for t in fig.data} >= {F.METHOD_NAMES[m] for m in F.METHODS}
     assert any(a.text == "no α" for a in fig.layout.annotations)
+
+
+def test_the_twins_table_is_shown_one_column_per_model():
+    reports = {"reverse": _report("reverse", "dot"), "reverse-none": _report("reverse-none", "none")}
+    shown = faithfulness_compare.measures_by_model(faithfulness_compare.comparison_frame(reports))
+    assert list(shown.columns) == ["measure", "reverse", "reverse-none"]
+    by = shown.set_index("measure")
+    assert by.loc["attention", "reverse-none"] == "none"
+    assert by.loc["top-1 IG", "reverse"] == "90%" and by.loc["τ IG", "reverse"] == "0.50"
+    assert by.loc["top-1 erasure", "reverse-none"] == "–"

@@ -68,11 +68,7 @@ def section() -> None:
         return
     shown = [n for n in names if n in reports]
     frame = comparison_frame({n: reports[n] for n in shown})
-    percent = [c for c in frame.columns if c.startswith(("top-1", "flips", "IG converged", "true input"))]
-    st.dataframe(frame, hide_index=True, width="stretch", key=K + "table",
-                 column_config={**{c: st.column_config.NumberColumn(format="%.0f%%") for c in percent},
-                                **{c: st.column_config.NumberColumn(format="%.2f") for c in frame.columns
-                                   if c.startswith(("τ", "adversarial JSD"))}})
+    st.dataframe(measures_by_model(frame), hide_index=True, width="stretch", key=K + "table")
     common.chart(st, faithfulness_comparison({n: reports[n] for n in shown}), key=K + "fig",
                  config=plotly_config("faithfulness-twins"))
     first = reports[shown[0]]
@@ -104,6 +100,25 @@ def comparison_frame(reports: dict[str, dict]) -> pd.DataFrame:
         row["true input: IG"] = _pct(truth.get("integrated_gradients"))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def measures_by_model(frame: pd.DataFrame) -> pd.DataFrame:
+    """The comparison turned on its side, one row per measure and one column per model, as text: fourteen
+    measures side by side hid columns at 1400 px, while models are few."""
+    rows = []
+    for column in frame.columns[2:]:
+        row = {"measure": column}
+        for _, r in frame.iterrows():
+            row[r["model"]] = _shown(column, r[column])
+        rows.append(row)
+    attention = {"measure": "attention", **{r["model"]: r["attention"] for _, r in frame.iterrows()}}
+    return pd.DataFrame([attention, *rows])
+
+
+def _shown(column: str, value: float | None) -> str:
+    if value is None or pd.isna(value):
+        return "–"
+    return f"{value:.2f}" if column.startswith(("τ", "adversarial JSD")) else f"{value:.0f}%"
 
 
 def _pct(x: float | None) -> float | None:
