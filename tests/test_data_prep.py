@@ -99,9 +99,9 @@ def cli(*args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def interrupted(out: Path, which: int) -> tuple[subprocess.Popen, str, str]:
-    """A CLI training to `out`, sent `which` after a few evaluations."""
-    run = cli("train", *TOY, "--steps", "100000", "--out", str(out))
+def interrupted(out: Path, which: int, *more: str) -> tuple[subprocess.Popen, str, str]:
+    """A CLI training to `out` (with `more` arguments), sent `which` after a few evaluations."""
+    run = cli("train", *TOY, "--steps", "100000", "--out", str(out), *more)
     try:
         assert run.stderr.readline().startswith("training on")
         time.sleep(3)  # a few evaluations: a best validation to keep
@@ -221,6 +221,32 @@ def test_a_checkpoint_saved_on_ctrl_c_is_continued_by_train_resume(stopped, tmp_
     more = tmp_path / "more"
     assert main(["train", *TOY, "--steps", "5", "--resume", str(stopped), "--out", str(more), "--quiet"]) == 0
     assert checkpoint.load(str(more)).training["resumed_from"] == stopped.name
+
+
+def test_sigterm_during_train_resume_saves_as_a_fresh_run_does(stopped, tmp_path):
+    run, stdout, stderr = interrupted(tmp_path / "more", signal.SIGTERM, "--resume", str(stopped))
+    assert run.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr
+    saved = tmp_path / "more.safetensors"
+    assert f"to {saved}; go on with train --resume {saved}" in stderr
+    training = checkpoint.load(str(saved)).training
+    assert training["stopped_because"] == "stopped" and training["resumed_from"] == stopped.name
+
+
+def test_train_resume_says_which_lines_it_skipped_as_a_fresh_run_does(tmp_path, capsys):
+    good = tmp_path / "good.tsv"
+    good.write_bytes(b"\n".join(good_lines()) + b"\n")
+    assert main(["train", "--data", str(good), *QUICK, "--out", str(tmp_path / "m"), "--quiet"]) == 0
+    latin1 = [f"{s}\t{t} été".encode("latin-1") for s, t in pig_latin.pairs(40, 1)]
+    mixed = tmp_path / "mixed.tsv"
+    mixed.write_bytes(b"\n".join(good_lines() + latin1 + [b"x" * 20_000 + b"\ty", b"no tab here"]) + b"\n")
+    capsys.readouterr()
+    assert main(["train", "--data", str(mixed), *QUICK, "--resume", str(tmp_path / "m.safetensors"),
+                 "--out", str(tmp_path / "more")]) == 0
+    err = capsys.readouterr().err
+    assert (f"note: 42 lines of {mixed} skipped: 40 not valid UTF-8 (lines 301, 302, 303, …); "
+            "1 longer than 10,000 bytes (line 341); 1 expected 2 or 3 tab-separated columns, found 1 (line 342)"
+            ) in err
 
 
 # --- metrics that do not mislead ---------------------------------------------------------------------

@@ -6,7 +6,7 @@ Below the job code (explorer/training/further.py) because the job's own process 
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from explorer import defaults
 from explorer.engine.bundle import ModelBundle
@@ -38,28 +38,38 @@ def vocabulary_coverage(bundle: ModelBundle, pairs: list[tuple[str, str]]) -> tu
 
 
 def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int, limits: Limits = LIMITS,
-              extra: Sequence[tuple[str, str]] = (), augment: float | None = None
+              extra: Sequence[tuple[str, str]] = (), augment: float | None = None,
+              note: Callable[[str], None] | None = None, name: str = "upload"
               ) -> tuple[PairData, list[tuple[str, str]]]:
     """A translation model's data to train further on: a TSV (the one it was trained on, or a new one) split
     as training splits it, and the held-out pairs as text. ExplorerError with the reason when it does not fit.
     `extra` pairs join the training split only; `augment` (default: the rate the model was trained with)
-    draws typed variants of the training pairs (data/robust.Variation)."""
+    draws typed variants of the training pairs (data/robust.Variation). `note` hears, one line each, which
+    lines of the file `name` were skipped and how many pairs are too long for the model, as a new run's."""
     if tsv is None:
         raise ExplorerError(f"{bundle.name} is a translation model: upload a TSV file of sentence pairs to train "
                             "it on (the file it was trained on, or a new one in the same languages)")
     if len(tsv) > limits.max_tsv_bytes:
         raise ExplorerError(f"the file is {len(tsv):,} bytes; the limit is {limits.max_tsv_bytes:,}")
     from explorer.data.corpus import load_tsv_bytes, split_pairs
-    corpus = load_tsv_bytes(tsv, name="upload")
+    corpus = load_tsv_bytes(tsv, name=name, max_bytes=limits.max_tsv_bytes)
+    say = note or (lambda _text: None)
+    if corpus.skipped:
+        say(corpus.skipped_note())
     fraction = float(bundle.training.get("valid_fraction", defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"]))
     train_items, valid_items = split_pairs(list(enumerate(corpus.pairs)), fraction, seed)
     max_src, max_tgt = bundle.model.cfg.max_src_len, bundle.model.cfg.max_tgt_len - 1
 
-    def usable(items) -> list[tuple[str, str]]:
+    def usable(items) -> list[tuple[str, str]]:  # lines over 10,000 bytes never got here (corpus.py)
         return [(s, t) for _, (s, t) in items
                 if 0 < len(bundle.tokenize_source(s)) <= max_src and 0 < len(bundle.tokenize_target(t)) <= max_tgt]
-    train_text = usable(train_items) + usable(enumerate(extra))
+    train_text = usable(train_items)
     valid_text = usable(valid_items)
+    left_out = len(corpus.pairs) - len(train_text) - len(valid_text)
+    if left_out:
+        say(f"{left_out:,} of {len(corpus.pairs):,} pairs left out: empty, or longer than {bundle.name} reads "
+            f"({max_src} pieces a source, {max_tgt} a target)")
+    train_text += usable(enumerate(extra))
     if not train_text:
         raise ExplorerError(f"no pair in the file fits {bundle.name} (sentences of at most {max_src} tokens)")
     src_known, tgt_known = vocabulary_coverage(bundle, train_text)

@@ -200,7 +200,8 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
     device = device if device is not None else getattr(args, "device", "auto")
     name = args.name or Path(args.out).name.removesuffix(".safetensors")
     if getattr(args, "resume", None):
-        return resume_from_args(args, name, on_eval=on_eval, on_step=on_step, device=device, world=world)
+        return resume_from_args(args, name, on_eval=on_eval, on_step=on_step, device=device, world=world, note=note,
+                                stop=stop)
     if args.task:
         model_options, cfg = task_settings(args)
         spec = TaskSpec(args.task, args.min_len, args.max_len, args.alphabet)
@@ -241,10 +242,12 @@ def _data_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def resume_from_args(args: argparse.Namespace, name: str, on_eval: Callback | None = None,
                      on_step: Callback | None = None, device: str | torch.device | None = None,
-                     world: World | None = None) -> tuple[ModelBundle, TrainResult]:
+                     world: World | None = None, note: Callable[[str], None] | None = None,
+                     stop: threading.Event | None = None) -> tuple[ModelBundle, TrainResult]:
     """The CLI's `train --resume`: a saved model trained further with this run's flags, its shape and
     vocabularies kept; a translation model on --data (split as its first training split it), a toy model on
-    fresh samples of its own task. The training record keeps the run it came from."""
+    fresh samples of its own task. The training record keeps the run it came from. As a fresh run: `note` hears
+    which lines were skipped or left out, and `stop` ends the run on its best validation's weights so far."""
     from explorer.checkpoints import checkpoint
     bundle = checkpoint.load(args.resume, name=name)
     before = dict(bundle.training)
@@ -264,7 +267,11 @@ def resume_from_args(args: argparse.Namespace, name: str, on_eval: Callback | No
         from explorer.training.further_data import pair_data
         extra = load_tsv(args.extra_data).pairs * args.extra_repeat if args.extra_data else ()
         seed = int(before.get("seed", 0)) if isinstance(before.get("seed"), int) else 0
-        data, _ = pair_data(bundle, Path(args.data).read_bytes(), seed, extra=extra, augment=args.augment)
+        from explorer.limits import CLI_LIMITS
+        from explorer.storage import read_regular
+        tsv = read_regular(args.data, "TSV file", CLI_LIMITS.max_tsv_bytes)  # bounded, as a fresh run's load_tsv
+        data, _ = pair_data(bundle, tsv, seed, CLI_LIMITS, extra=extra, augment=args.augment, note=note,
+                            name=str(args.data))
         _, train_options = translation_settings(args)
         cfg = TrainConfig(**translation_run(train_options, len(data.train_pairs), getattr(args, "epochs", None)))
         recorded = {key: before[key] for key in ("max_tokens", "min_freq", "valid_fraction", "vocab_size",
@@ -272,7 +279,8 @@ def resume_from_args(args: argparse.Namespace, name: str, on_eval: Callback | No
         recorded.update({"data": Path(args.data).name, "augment": args.augment,
                          **({"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat}
                             if args.extra_data else {})})
-    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world)
+    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world, stop=stop,
+                      keep_best=stop is not None)
     try:
         result = trainer.run()
     finally:
