@@ -32,11 +32,23 @@ TEXT_SIZES = """() => {
         || box.left >= innerWidth) continue;
     const style = getComputedStyle(el);
     if (style.visibility === 'hidden' || +style.opacity === 0) continue;
-    const px = parseFloat(style.fontSize);
+    let px = parseFloat(style.fontSize);
+    if (el instanceof SVGElement) { const m = el.getScreenCTM(); if (m) px *= Math.hypot(m.b, m.d); }  // a scale()d label
     if (px >= 15.9) large += text.length; else { small += text.length; smallest.push(text.slice(0, 20) + ' ' + px); }
   }
   return {share: large / Math.max(1, large + small), smallest: smallest.slice(0, 8)};
 }"""
+
+# Every label drawn in a chart, at the size it is drawn: Plotly keeps a label's font-size and shrinks it with a
+# scale() transform to fit its bar. Axis ticks may be 14 px (dense), the rest 16 px.
+SMALL_CHART_TEXT = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] .main-svg text')).flatMap(t => {
+  const box = t.getBoundingClientRect(), m = t.getScreenCTM();
+  if (box.width < 1 || !t.textContent.trim() || !m) return [];
+  const px = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.b, m.d);
+  const tick = /tick/.test((t.getAttribute('class') || '') + ' ' + (t.parentElement.getAttribute('class') || ''));
+  const chart = (t.closest('[class*="st-key-"]')?.className.match(/st-key-[\\w-]+/g) || ['?']).slice(-1)[0];
+  return px < (tick ? 13.9 : 15.9) ? [`${chart}: ${t.textContent.trim().slice(0, 12)} ${px.toFixed(1)} px`] : [];
+})"""
 
 README = ROOT / "README.md"
 PAGE_TITLES = {"": "Explore", "compare": "Compare", "learn": None}  # Learn's heading is its section's
@@ -164,3 +176,14 @@ def test_the_score_twins_heatmaps_stay_readable_at_1024_px(server):
         assert heatmaps.count() >= 3
         widths = [heatmaps.nth(i).bounding_box()["width"] for i in range(heatmaps.count())]
         assert min(widths) >= VIEWPORT[0] / 3, widths
+
+
+def test_presenter_chart_labels_are_large(server):
+    """Bar labels, ticks and markers in the charts of a step with a what-if, at their drawn size (α's bar labels
+    drew at 12.5 px, the "masked" marker at 6.6 px, ŷ's probabilities at 11.4 px)."""
+    with chromium(1024, 4000) as page:  # tall: every chart of the page drawn in one screen
+        open_app(page, server, "?model=reverse&input=31415926&step=3&mask=3&present=1")
+        wait_charts(page)
+        assert page.locator(".st-key-explore_fig_weights .bartext").count() >= 2, "α's bars carry their labels"
+        small = page.evaluate(SMALL_CHART_TEXT)
+        assert not small, small

@@ -118,12 +118,16 @@ def weights_bar(trace: Trace, step: int, title: str | None = None) -> go.Figure:
         hovertemplate="x<sub>%{customdata[0]}</sub> = %{x}<br>α = %{y:.6f}<br>e = %{customdata[1]:.6g}"
                       "<extra></extra>", name="α", text=text,
         textfont={"color": [MASKED if i in masked else SERIES for i in range(len(x))]},
-        textposition="outside",
+        # Upright above the bar at full size: Plotly shrinks a label to its bar's width unless told not to
+        # (1.00 drew at 12 px, "masked" at 7 px), and turned it fits a bar's column; the range leaves it room.
+        textposition="outside", textangle=-90, constraintext="none",
         cliponaxis=False))
-    set_layout(fig, yaxis={"title": {"text": f"α<sub>{step + 1},i</sub>"}, "range": [0, 1.12]},
-               xaxis={"type": "category", "tickangle": -60 if len(x) > 12 or sum(map(len, x)) > 60 else 0},
+    set_layout(fig, yaxis={"title": {"text": f"α<sub>{step + 1},i</sub>"}, "range": [0, 1.4],
+                           "tickvals": [0, 0.5, 1]},
+               xaxis={"type": "category", "dtick": 1,  # Plotly's own angle: turned where labels collide
+                      **({"tickangle": -60} if len(x) > 12 or sum(map(len, x)) > 60 else {})},
                showlegend=False)
-    return styled(fig, title, height=300)
+    return styled(fig, title, height=340)
 
 
 def context_sum(trace: Trace, step: int, title: str | None = None) -> go.Figure:

@@ -24,7 +24,8 @@ def output_distribution(trace: Trace, step: int, k: int = 10, title: str | None 
     fig = go.Figure(go.Bar(
         x=probs, y=labels, orientation="h", marker={"color": [ACCENT if t == chosen else OTHER_COLOUR for t in tokens]},
         text=[f"{p:.3f}" for p in probs], textposition="outside", cliponaxis=False,
+        constraintext="none",  # else Plotly shrinks each label to its bar's height (11 px)
         hovertemplate="%{y}<br>p = %{x:.6f}<extra></extra>", name="ŷ"))
-    set_layout(fig, yaxis={"autorange": "reversed", "type": "category"},
-               xaxis={"title": {"text": f"probability ŷ<sub>{step + 1}</sub>"}, "range": [0, 1.15]}, showlegend=False)
-    return styled(fig, title, height=max(240, 70 + 30 * len(tokens)))
+    set_layout(fig, yaxis={"autorange": "reversed", "type": "category", "dtick": 1},  # every token named
+               xaxis={"title": {"text": f"probability ŷ<sub>{step + 1}</sub>"}, "range": [0, 1.2]}, showlegend=False)
+    return styled(fig, title, height=max(240, 70 + 32 * len(tokens)))
