@@ -1,7 +1,7 @@
-"""Is the attention the explanation? Explore's section under AppTest on the shipped models: it opens from its
-link (and in presenter mode), draws α beside the attributions with the numbers the engine computed, says in words
-what the counterfactual α did, and the no-attention twin gets attributions and a sentence instead of α. Figures
-(Compare's chart of the twins too) are checked as functions."""
+"""Is the attention the explanation? The Explore section, the Compare section and the Learn section under
+AppTest on the shipped models: the section opens from its link (and in presenter mode), draws α beside the
+attributions with the numbers the engine computed, says in words what the counterfactual α did, and the
+no-attention twin gets attributions and a sentence instead of α. Figures are checked as functions."""
 
 from __future__ import annotations
 
@@ -149,3 +149,20 @@ def test_the_twins_table_is_shown_one_column_per_model():
     assert by.loc["attention", "reverse-none"] == "none"
     assert by.loc["top-1 IG", "reverse"] == "90%" and by.loc["τ IG", "reverse"] == "0.50"
     assert by.loc["top-1 erasure", "reverse-none"] == "–"
+
+
+@needs("reverse")
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_learn_section_seven_on_a_live_model(lang):
+    from explorer.app.pages.learn_text import TEXT
+    from app_support import app_test
+    at = app_test("learn")
+    at.query_params["section"] = "7"
+    at.query_params["lang"] = lang
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    t = TEXT[lang]
+    assert [h.value for h in at.header] == [t["s7"]]
+    assert "learn_fig_faith" in charts(at) and "learn_fig_faith_cf" in charts(at)
+    body = "\n".join(m.value for m in at.markdown)
+    assert t["s7_reading"] in body

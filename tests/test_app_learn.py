@@ -56,7 +56,7 @@ def test_renders_every_section(pretrained, quick, lang):
     no_exception(at)
     t = TEXT[lang]
     headers, bodies, latex, errors, successes = [], [], 0, [], []
-    for section in range(1, 7):  # a paced tour: one section at a time, Next to the following one
+    for section in range(1, 8):  # a paced tour: one section at a time, Next to the following one
         assert at.query_params["section"] == [str(section)] or at.query_params["section"] == str(section)
         headers += [h.value for h in at.header]
         bodies.append(page_text(at))
@@ -65,11 +65,11 @@ def test_renders_every_section(pretrained, quick, lang):
         successes += [s.value for s in at.success]
         if section == 1:
             sampling = json.loads(at.get("plotly_chart")[0].proto.spec)
-        if section < 6:
+        if section < 7:
             at.button(key="learn_next").click().run()
             no_exception(at)
     assert at.button(key="learn_next").disabled and not at.button(key="learn_prev").disabled
-    assert headers == [t[f"s{i}"] for i in range(1, 7)]
+    assert headers == [t[f"s{i}"] for i in range(1, 8)]
     assert at.title[0].value == t["title"]
     assert latex >= 6
     body = "\n".join(bodies)

@@ -180,12 +180,15 @@ def selected_points(event: Any) -> list[tuple[dict, list]]:
     return out
 
 
-def explore_link(label: str, model: str, text: str, step: int | None = None) -> None:
-    """A link that opens the Explore page on this model, input and decoder step (1-based, as Explore reads it)."""
+def explore_link(label: str, model: str, text: str, step: int | None = None, faithfulness: bool = False) -> None:
+    """A link that opens the Explore page on this model, input and decoder step (1-based, as Explore reads it),
+    with its "Is attention the explanation?" section open when `faithfulness`."""
     from explorer.app.pages.addresses import explore_target
     params = {"model": model, "input": text}
     if step is not None:
         params["step"] = str(step)
+    if faithfulness:
+        params["explore_faith"] = "true"
     st.page_link(explore_target(), label=label, icon=":material/search:", query_params=params)
 
 

@@ -18,11 +18,13 @@ from explorer.errors import ExplorerError
 from explorer.app.figures import lessons as lfig
 from explorer.app.figures.compare import accuracy_by_length_figure
 from explorer.app.figures.style import plotly_config
-from explorer.app.pages import common, landing, presenter, score_twins
+from explorer.app.figures import faithfulness as fig_faith
+from explorer.app.pages import common, faithfulness_panel, landing, presenter, score_twins
 from explorer.app.pages.learn_text import LANGUAGES, text
 from explorer.app.engine_link import engine_module
 
 lessons = engine_module("explorer.app.lessons")
+attribution = engine_module("explorer.engine.attribution")
 comparison = engine_module("explorer.training.comparison")
 
 LESSON_RNN = "lesson-rnn"  # the page's own tiny tanh RNN (not in the model registry)
@@ -401,8 +403,68 @@ def section_attention(t: dict, lang: str) -> None:
     score_twins.scaling_note(t)
 
 
+def section_faithfulness(t: dict, lang: str) -> None:
+    st.header(t["s7"])
+    st.markdown(t["s7_text"])
+    st.markdown(t["s7_tests"])
+    options = _names(lambda b: True)
+    default = "reverse" if "reverse" in options else options[0]
+    name, source = _model_and_input("faith", options, default, t)
+    bundle = common.get_model(name)
+    try:
+        tr = common.cached_trace(name, source)
+        with st.spinner(t["s7_computing"]):
+            e = common.cached(("learn_explain", common.model_key(name), source),
+                              lambda: attribution.explain(bundle, source, tr))
+    except ExplorerError as exc:
+        common.show_problem(exc)
+        return
+    step = _step_slider(t["output_step"], "learn_faith_step", e.steps)
+    titles = {"alpha": t["s7_alpha"], "grad_x_input": t["s7_gxi"], "integrated_gradients": t["s7_ig"],
+              "erasure": t["s7_erasure"]}
+    common.chart(st, fig_faith.importance_heatmaps(e, step - 1, t["s7_heat_title"], panel_titles=titles),
+                 key="learn_fig_faith", config=plotly_config("faithfulness"))
+    if not e.has_attention:
+        st.info(t["s7_none"])
+        return
+    s = step - 1
+    src = e.source_tokens
+    top = {m: int(np.abs(e.attributions.scores[m][s]).argmax()) for m in e.attributions.methods}
+    ia = int(e.weights[s].argmax())
+    converged = bool(e.attributions.ig_converged()[s])
+    st.markdown(t["s7_step"].format(
+        t=step, chosen=e.output_tokens[s], ia=ia + 1, ta=src[ia], ig=top["grad_x_input"] + 1,
+        tg=src[top["grad_x_input"]], ii=top["integrated_gradients"] + 1, ti=src[top["integrated_gradients"]],
+        ig_note="" if converged else t["s7_ig_note"], ie=top["erasure"] + 1, te=src[top["erasure"]]))
+    means = {m: e.agreement(m).means() for m in e.attributions.methods}
+    zero = lambda x: 0.0 if x is None else x  # noqa: E731 (a one-input sentence has no τ)
+    st.markdown(t["s7_sentence"].format(
+        steps=e.steps, g=zero(means["grad_x_input"]["top1_agreement"]),
+        i=zero(means["integrated_gradients"]["top1_agreement"]), e=zero(means["erasure"]["top1_agreement"]),
+        tg=zero(means["grad_x_input"]["kendall_tau"]), ti=zero(means["integrated_gradients"]["kendall_tau"]),
+        te=zero(means["erasure"]["kendall_tau"])))
+    c = e.counterfactuals
+    common.chart(st, fig_faith.counterfactual_bars(e, s, t["s7_counter_title"].format(t=step)),
+                 key="learn_fig_faith_cf", config=plotly_config("counterfactual-attention"))
+    vocab = e.target_vocab
+
+    def what(kind: str, label: str) -> str:
+        key = "s7_changed" if c.flipped(kind)[s] else "s7_kept"
+        return t[key].format(kind=label, tok=vocab[int(c.top[kind][s])], tvd=c.tvd[kind][s])
+    st.markdown(t["s7_counter_step"].format(t=step, perm=what("permuted", t["s7_perm"]),
+                                            uni=what("uniform", t["s7_uni"]),
+                                            adv=what("adversarial", t["s7_adv"].format(jsd=c.jsd["adversarial"][s]))))
+    if faithfulness_panel.large_change_kept(e, s):
+        st.markdown(t["s7_nothing"])
+    st.markdown(t["s7_flips"].format(steps=e.steps, perm=int(c.flipped("permuted").sum()),
+                                     uni=int(c.flipped("uniform").sum()), adv=int(c.flipped("adversarial").sum()),
+                                     eps=c.epsilon))
+    st.markdown(t["s7_reading"])
+    common.explore_link(t["s7_explore"], name, source, step, faithfulness=True)
+
+
 SECTIONS = (section_sampling, section_rnn, section_sharing, section_encoder_decoder, section_bottleneck,
-            section_attention)
+            section_attention, section_faithfulness)
 
 
 def _apply_section_url() -> None:

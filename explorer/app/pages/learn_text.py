@@ -241,9 +241,62 @@ TEXT: dict[str, dict] = {
             'scaling matters most at the start of training, when it keeps the softmax out of saturation.'),
         "s6_scaling_more": ' `{name}` ({kind}): mean peak weight {peak}, exact match {exact:.0%}.',
         "s6_scaling_where": 'Measured on the same {n} fresh inputs; Compare shows the twins side by side.',
+        "s7": '7. Is attention an explanation?',
+        "s7_text": (
+            'Attention shows **where** the model looked at each step. Is that **why** it chose its output? The '
+            'weights are not built to answer that, and the question has a literature of its own (Jain & Wallace '
+            '2019, *Attention is not Explanation*; Wiegreffe & Pinter 2019, *Attention is not not Explanation*; '
+            'Serrano & Smith 2019). Two tests, on the live model:'),
+        "s7_tests": (
+            '1. **Ask the inputs another way.** Score each input $x_i$ for the chosen token $y_t$, with the same '
+            'prefix: **gradient × input** (how fast $p(y_t)$ moves with $x_i$, times $x_i$), **integrated '
+            'gradients** (the same, summed along a path from an empty input, Sundararajan et al. 2017) and '
+            '**erasure** (how much $\\log p(y_t)$ drops when $x_i$ is hidden from attention). If α explains the '
+            'step, they should point where α points.\n2. **Change α and look again.** Replace $\\alpha_t$ by a '
+            'shuffle of itself, by the uniform α, and by an adversarial α that goes as far from $\\alpha_t$ as '
+            'it can while keeping the output almost the same; decode that one step again. If α explains the '
+            'step, a very different α should change the output.'),
+        "s7_alpha": 'attention α',
+        "s7_gxi": 'gradient × input',
+        "s7_ig": 'integrated gradients',
+        "s7_erasure": 'erasure',
+        "s7_heat_title": 'α and the attributions: rows are steps, columns inputs',
+        "s7_computing": 'Explaining every step…',
+        "s7_step": (
+            'At step {t} the model chose **{chosen}**. Its largest weight α is on $x_{{{ia}}}$ “{ta}”; gradient × '
+            'input points at $x_{{{ig}}}$ “{tg}”, integrated gradients at $x_{{{ii}}}$ “{ti}”{ig_note}, erasure '
+            'at $x_{{{ie}}}$ “{te}”.'),
+        "s7_ig_note": ' (not converged at this step: the path crossed a jump of the output)',
+        "s7_sentence": (
+            'Over this sentence ({steps} steps), the top input of gradient × input, integrated gradients and '
+            'erasure is the one α picks at {g:.0%}, {i:.0%} and {e:.0%} of the steps (Kendall τ of the rankings: '
+            '{tg:.2f}, {ti:.2f}, {te:.2f}; 1 is the same order).'),
+        "s7_counter_title": 'At step {t}, α replaced and the step decoded again',
+        "s7_counter_step": 'At step {t}: {perm}; {uni}; {adv}.',
+        "s7_kept": '{kind} keeps **{tok}** (the output moves by TVD {tvd:.2f})',
+        "s7_changed": '{kind} changes it to **{tok}** (TVD {tvd:.2f})',
+        "s7_perm": 'α shuffled',
+        "s7_uni": 'the uniform α',
+        "s7_adv": 'an adversarial α {jsd:.2f} from α (JSD)',
+        "s7_nothing": (
+            '**A large change in α changed nothing here**: the step has other attentions that give the same '
+            'output, so this α is one explanation of it among several.'),
+        "s7_flips": (
+            'Over the sentence the top token changed at {perm} of {steps} steps with α shuffled, {uni} with the '
+            'uniform α and {adv} with the adversarial α (which kept every output within ε = {eps:g}).'),
+        "s7_reading": (
+            'Read the two tests together. Where the attributions agree with α and a different α changes the '
+            'output, α is a faithful account of that step. Where another α gives the same output, α is one '
+            'account among several: plausible, not proven. Try the reversal model against a translation model, '
+            'and a long input against a short one.'),
+        "s7_none": (
+            'This model has no attention: its attributions are shown, and there is no α to compare them with or '
+            'to replace.'),
+        "s7_explore": 'Open this step in Explore, with its faithfulness section',
         "summary": (
             'From time steps to a unit with memory, from shared weights to an encoder–decoder, from its '
-            'bottleneck to attention: each step answered the problem the previous one left.'),
+            'bottleneck to attention, and from attention to the question whether it explains: each step answered '
+            'the problem the previous one left.'),
     },
     "zh": {
         "title": '学习：从第一性原理到注意力',
@@ -455,8 +508,49 @@ TEXT: dict[str, dict] = {
             '它让 softmax 不至于饱和。'),
         "s6_scaling_more": ' `{name}`（{kind}）：平均最大权重 {peak}，完全匹配 {exact:.0%}。',
         "s6_scaling_where": '在同样的 {n} 个新输入上测得；“比较”页把这些孪生模型并排展示。',
+        "s7": '7. 注意力是解释吗？',
+        "s7_text": (
+            '注意力告诉我们模型在每一步**看向哪里**。这就是它这样输出的**原因**吗？注意力权重并不是为回答这个问题而设计的，'
+            '这个问题本身也有专门的研究（Jain & Wallace 2019《Attention is not Explanation》；Wiegreffe & Pinter 2019'
+            '《Attention is not not Explanation》；Serrano & Smith 2019）。下面在真实模型上做两个检验：'),
+        "s7_tests": (
+            '1. **换一种方式问输入。** 对选中的输出 $y_t$（前缀不变）给每个输入 $x_i$ 打分：**梯度 × 输入**（$p(y_t)$ 随 '
+            '$x_i$ 变化的快慢乘以 $x_i$）、**积分梯度**（沿着从空输入出发的路径把梯度累加起来，Sundararajan 等 2017）和'
+            '**擦除**（把 $x_i$ 对注意力隐藏后 $\\log p(y_t)$ 下降多少）。如果 α 解释了这一步，它们应当指向 α 所指的地方。\n'
+            '2. **换掉 α 再看。** 把 $\\alpha_t$ 换成它自己的随机重排、均匀分布，以及一个对抗的 α——在输出几乎不变的前提下'
+            '离 $\\alpha_t$ 尽可能远——然后只把这一步重新解码。如果 α 解释了这一步，一个很不同的 α 应当改变输出。'),
+        "s7_alpha": '注意力 α',
+        "s7_gxi": '梯度 × 输入',
+        "s7_ig": '积分梯度',
+        "s7_erasure": '擦除',
+        "s7_heat_title": 'α 与各种归因：行是时间步，列是输入',
+        "s7_computing": '正在解释每一步……',
+        "s7_step": (
+            '第 {t} 步模型选择了 **{chosen}**。它最大的权重 α 落在 $x_{{{ia}}}$“{ta}”上；梯度 × 输入指向 '
+            '$x_{{{ig}}}$“{tg}”，积分梯度指向 $x_{{{ii}}}$“{ti}”{ig_note}，擦除指向 $x_{{{ie}}}$“{te}”。'),
+        "s7_ig_note": '（这一步没有收敛：路径跨过了输出的一次跳变）',
+        "s7_sentence": (
+            '在整句（{steps} 个时间步）上，梯度 × 输入、积分梯度和擦除的最重要输入与 α 所选的相同的比例分别为 '
+            '{g:.0%}、{i:.0%} 和 {e:.0%}（两种排序的 Kendall τ：{tg:.2f}、{ti:.2f}、{te:.2f}；1 表示顺序相同）。'),
+        "s7_counter_title": '第 {t} 步：换掉 α 后重新解码这一步',
+        "s7_counter_step": '第 {t} 步：{perm}；{uni}；{adv}。',
+        "s7_kept": '{kind}仍输出 **{tok}**（输出分布的 TVD 变化 {tvd:.2f}）',
+        "s7_changed": '{kind}把它变成 **{tok}**（TVD {tvd:.2f}）',
+        "s7_perm": '重排后的 α',
+        "s7_uni": '均匀的 α',
+        "s7_adv": '离 α {jsd:.2f}（JSD）的对抗 α',
+        "s7_nothing": '**这里 α 的大幅改变什么也没改变**：这一步还有别的注意力能给出同样的输出，所以这个 α 只是它的解释之一。',
+        "s7_flips": (
+            '在整句上，最可能的输出在 {steps} 个时间步中有 {perm} 步因重排的 α 而改变，{uni} 步因均匀的 α 而改变，'
+            '{adv} 步因对抗的 α 而改变（对抗的 α 让每一步的输出都保持在 ε = {eps:g} 之内）。'),
+        "s7_reading": (
+            '把两个检验放在一起看。归因与 α 一致、且换一个 α 就改变输出的地方，α 忠实地说明了这一步；'
+            '换一个 α 输出却不变的地方，α 只是几种说法之一：合理，但没有被证明。试试反转模型和翻译模型，长输入和短输入。'),
+        "s7_none": '这个模型没有注意力：这里只显示它的归因，没有 α 可以比较，也没有 α 可以替换。',
+        "s7_explore": '在“探索”页打开这一步及其“注意力是解释吗？”部分',
         "summary": (
-            '从时间步到带记忆的单元，从参数共享到编码器-解码器，从信息瓶颈到注意力：每一步都回答了上一步留下的问题。'),
+            '从时间步到带记忆的单元，从参数共享到编码器-解码器，从信息瓶颈到注意力，再从注意力到它是否构成解释：'
+            '每一步都回答了上一步留下的问题。'),
     },
 }
 
