@@ -130,6 +130,20 @@ def test_widgets(pretrained, quick):
     at.text_input(key="learn_ed_input").set_value("123").run()
     no_exception(at)
     at.button(key="learn_last").click().run()
+    # 7. is attention an explanation: stepping, the no-attention twin (no α to compare), bad input
+    no_exception(at)
+    assert at.selectbox(key="learn_faith_model").value == "reverse"
+    at.slider(key="learn_faith_step").set_value(3).run()
+    no_exception(at)
+    assert any(p.proto.page == "" and "step=3" in p.proto.query_string and "explore_faith=true" in p.proto.query_string
+               for p in at.get("page_link"))
+    at.selectbox(key="learn_faith_model").set_value("reverse-none").run()
+    no_exception(at)
+    assert TEXT["en"]["s7_none"] in [i.value for i in at.info]
+    at.text_input(key="learn_faith_input").set_value("").run()
+    no_exception(at)
+    assert at.error
+    at.button(key="learn_prev").click().run()
     # 6. attention: stepping, another model, bad input
     assert at.selectbox(key="learn_attn_model").value == "reverse"
     at.slider(key="learn_attn_step").set_value(4).run()

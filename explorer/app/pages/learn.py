@@ -406,7 +406,7 @@ def section_attention(t: dict, lang: str) -> None:
 def section_faithfulness(t: dict, lang: str) -> None:
     st.header(t["s7"])
     st.markdown(t["s7_text"])
-    st.markdown(t["s7_tests"])
+    st.markdown(t["s7_tests"].format(alpha_t=equations.vec(equations.ALPHA, "t")))
     options = _names(lambda b: True)
     default = "reverse" if "reverse" in options else options[0]
     name, source = _model_and_input("faith", options, default, t)
