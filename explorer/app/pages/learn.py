@@ -138,7 +138,7 @@ def _verdict(t: dict, bundle, tr) -> str:
     return t["s4_result"].format(output=output, verdict=verdict)
 
 
-# --- the six sections --------------------------------------------------------------------------
+# --- the seven sections ------------------------------------------------------------------------
 
 def section_sampling(t: dict, lang: str) -> None:
     st.header(t["s1"])

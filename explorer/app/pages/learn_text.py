@@ -24,7 +24,8 @@ TEXT: dict[str, dict] = {
             '**time steps**; an **RNN unit** reads them one step at a time with a memory; its weights '
             'must be **shared** across steps; two RNNs make an **encoder–decoder**; its single context '
             'vector is an **information bottleneck**; and **attention** removes the bottleneck by looking '
-            'back at every encoder state through Query, Key and Value. Every widget below runs a real '
+            'back at every encoder state through Query, Key and Value. A seventh section asks what the article '
+            'leaves open: whether the attention weights explain the output. Every widget below runs a real '
             'model, and every number is the one the model computed.'),
         "model": 'Model',
         "input": 'Input',
@@ -310,7 +311,8 @@ TEXT: dict[str, dict] = {
             '原文分六步推进，每一步都由上一步的问题逼出来：把序列看作**时间步**上的取值；用带记忆的 '
             '**RNN 单元**逐个时间步地读；各时间步的参数必须**共享**；两个 RNN 组成**编码器-解码器**；'
             '它唯一的上下文向量是**信息瓶颈**；**注意力**通过查询（Query）、键（Key）、值（Value）回头查看编码器的每一个隐藏状态，'
-            '从而打破瓶颈。下面每个小部件都运行一个真实的模型，显示的每个数字都是模型实际算出的数字。'),
+            '从而打破瓶颈。第七节追问原文没有回答的问题：注意力权重能否解释模型的输出。'
+            '下面每个小部件都运行一个真实的模型，显示的每个数字都是模型实际算出的数字。'),
         "model": '模型',
         "input": '输入',
         "time_step": '时间步 t',
