@@ -71,6 +71,12 @@ def job(at: AppTest) -> jobs.TrainingJob:
     return at.session_state["train_job"]
 
 
+def prepared(at: AppTest) -> jobs.TrainingJob:
+    """The session's job once its process has prepared the data (a translation job's first message)."""
+    run_until(at, lambda: not job(at).view().preparing)
+    return job(at)
+
+
 def progress_text(at: AppTest) -> str:
     return at.get("progress")[0].proto.text
 
@@ -288,7 +294,7 @@ def test_a_small_file_gets_the_clis_defaults_a_run_sized_by_the_data_and_the_typ
     at.text_input(key="train_probe").set_value(probe).run()
     at.button(key="train_start").click().run()
     assert not at.error, at.error[0].value
-    started = job(at)
+    started = prepared(at)
     started.stop()
     started.join(30)
     cfg = started.config
@@ -423,7 +429,9 @@ def test_a_translation_model_trains_further_only_on_a_file_it_can_read():
     other = "".join(f"привет {w}\tздравствуй {w}\n" for w in ("дом", "кот", "лес") * 10).encode()
     at.file_uploader(key="train_tsv").set_value(("fr.tsv", other, "text/plain")).run()
     at.button(key="train_start").click().run()
-    assert "vocabulary does not fit pig" in at.error[0].value and "train_job" not in at.session_state
+    run_until(at, lambda: job(at).state != jobs.RUNNING)  # the file is read in the job's process
+    assert job(at).state == jobs.FAILED and not at.exception
+    assert any("vocabulary does not fit pig-more" in e.value for e in at.error)
     more = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(200, seed=7)).encode()
     at.file_uploader(key="train_tsv").set_value(("more.tsv", more, "text/plain")).run()
     at.button(key="train_start").click().run()
@@ -443,7 +451,7 @@ def test_the_steps_box_shows_the_steps_the_run_plans():
     shown = at.number_input(key="train_steps").value
     assert shown == defaults.MIN_STEPS  # 285 training pairs: 12 epochs is under the floor
     at.button(key="train_start").click().run()
-    started = job(at)
+    started = prepared(at)
     started.stop()
     started.join(30)
     assert started.config.steps == shown
@@ -505,13 +513,49 @@ def test_a_training_process_does_not_run_the_app_again():
     assert "ScriptRunContext" not in run.stderr and "Session state does not function" not in run.stderr
 
 
+def test_a_file_being_prepared_says_so_and_stop_ends_it_at_once(monkeypatch):
+    """The file is prepared in the job's process: the page says so, Stop ends it there and then (it ran in the
+    server's thread before the job existed: the page greyed out and nothing could stop it)."""
+    from tests.slow_data import slow
+    real = jobs.translation_job
+
+    def slowly(*args, **kwargs):
+        made = real(*args, **kwargs)
+        made.recipe = slow(made.recipe)  # a minute to prepare
+        return made
+    monkeypatch.setattr("explorer.training.jobs.translation_job", slowly)
+    at = train_page()
+    upload_pig(at)
+    at.button(key="train_start").click().run()
+    assert not at.error and not at.exception
+    started = job(at)
+    run_until(at, lambda: started.pid is not None)
+    assert started.view().preparing
+    assert any(p.proto.text.startswith("Preparing the data: reading the file") for p in at.get("progress"))
+    assert any(i.value == "The model is made as soon as the data is prepared." for i in at.info)
+    pid, asked = started.pid, time.monotonic()
+    at.button(key="train_stop").click().run()
+    assert started.state == jobs.STOPPED and time.monotonic() - asked < 15
+    at.run()
+    assert not at.exception and at.session_state["models"].names() == []
+    assert any(p.proto.text.startswith("Stopped before its first step") for p in at.get("progress"))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "the preparing process went on"
+        time.sleep(0.05)
+
+
 def test_the_pairs_left_out_for_length_are_said_on_the_page_as_on_the_command_line():
     at = train_page()
     at.radio(key="train_source").set_value("Translation (your TSV file)").run()
     long = " ".join(["word"] * 50)
     at.file_uploader(key="train_tsv").set_value(("long.tsv", PIG + f"{long}\tshort\n".encode(), "text/plain")).run()
     at.button(key="train_start").click().run()
-    started = job(at)
+    started = prepared(at)
     started.stop()
     started.join(30)
     at.run()

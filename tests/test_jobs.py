@@ -182,10 +182,115 @@ def test_limits_refuse_oversized_jobs():
 def test_translation_job_from_tsv_bytes_with_epochs(tmp_path):
     rows = "".join(f"go {w}\tva {w}\n" for w in ["home", "now", "there", "away", "back", "up"] * 5)
     job = translation_job(rows.encode(), "tsv", TINY, TrainConfig(batch_size=8, eval_samples=10), epochs=2)
-    assert job.config.steps == pytest.approx(2 * 28 / 8, abs=1)
     job.start()
     job.join(30)
     assert job.state == FINISHED and job.snapshot().kind == "translation"
+    assert job.config.steps == pytest.approx(2 * 28 / 8, abs=1)  # set in the job's process, from the data
+    assert job.view().step == job.config.steps
+
+
+# --- an uploaded file is prepared in the job's process (issues 43 and 44) ------------------------------
+
+ROWS = "".join(f"go {w}\tva {w}\n" for w in ["home", "now", "there", "away", "back", "up"] * 5).encode()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def slow_translation_job(name: str) -> TrainingJob:
+    from tests.slow_data import slow
+    job = translation_job(ROWS, name, TINY, TrainConfig(steps=10, batch_size=8, eval_samples=10))
+    job.recipe = slow(job.recipe)  # its data takes a minute to prepare
+    return job
+
+
+def test_the_server_process_never_parses_or_tokenizes_an_uploaded_file(monkeypatch):
+    """Parsing, length limits, the tokenizers' training and an uploaded model's tokenizers all run in the job's
+    process: a library that hangs or aborts there takes only that process (it ran in the server's thread)."""
+    from explorer.training.further import further_job
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("the server process prepared the data")
+    for where in ("explorer.training.recipes.translation_setup", "explorer.training.further_data.pair_data",
+                  "explorer.data.corpus.load_tsv_bytes", "explorer.data.subwords.SubwordTokenizer.train"):
+        monkeypatch.setattr(where, not_here)
+    job = translation_job(ROWS, "tsv", TINY, TrainConfig(batch_size=8, eval_samples=10), auto=True, probe="go home")
+    assert job.snapshot() is None and job.notes == [] and job.held_out == []
+    job.start()
+    assert job.join(60) and job.state == FINISHED, job.view().message
+    assert job.snapshot().kind == "translation" and job.probe_text == "go home" and job.held_out
+    more = further_job(job.snapshot(), "tsv-more", TrainConfig(steps=3, batch_size=8, eval_every=3, eval_samples=8),
+                       tsv=ROWS)
+    more.start()
+    assert more.join(60) and more.state == FINISHED, more.view().message
+    assert more.snapshot().examples and more.held_out
+
+
+def test_an_unusable_probe_fails_the_job_with_the_reason_once_the_tokenizers_exist():
+    job = translation_job(ROWS, "tsv", TINY, TrainConfig(steps=5, batch_size=8, eval_samples=10),
+                          probe=" ".join(["go"] * 200))
+    job.start()
+    assert job.join(60) and job.state == FAILED
+    assert job.view().message == "the input has 200 tokens; this model supports at most 80"
+    with pytest.raises(ExplorerError, match="the input is empty"):
+        translation_job(ROWS, "tsv", TINY, TrainConfig(steps=5), probe="  ")  # no tokenizer needed: at once
+
+
+def test_preparing_a_file_holds_a_training_slot_and_stop_ends_it_at_once():
+    reg = JobRegistry(max_running=1)
+    preparing, other = slow_translation_job("slow"), translation_job(ROWS, "other", TINY, TrainConfig(
+        steps=5, batch_size=8, eval_samples=10))
+    try:
+        reg.admit("a", preparing)
+        preparing.start()
+        wait_until(lambda: preparing.pid is not None)
+        view = preparing.view()
+        assert view.preparing and view.running and view.message == "preparing the data"
+        reg.admit("b", other)
+        other.start()
+        assert other.state == QUEUED and (reg.running(), reg.waiting()) == (1, 1)  # within the cap
+        pid, asked = preparing.pid, time.monotonic()
+        preparing.stop()
+        assert preparing.join(10) and time.monotonic() - asked < 10  # not the minute the preparation takes
+        assert preparing.state == STOPPED and preparing.view().message == "stopped before its first step"
+        wait_until(lambda: not alive(pid), timeout=10)
+        assert other.join(60) and other.state == FINISHED  # the slot went on
+    finally:
+        reg.stop_all()
+
+
+def test_a_closed_tab_ends_the_preparation_of_its_file():
+    reg = JobRegistry(max_running=1, gone_grace=0.0, session_alive=lambda sid: False)
+    preparing = slow_translation_job("slow")
+    try:
+        reg.admit("gone", preparing)
+        preparing.start()
+        wait_until(lambda: preparing.pid is not None)
+        pid = preparing.pid
+        assert reg.reap() == ["gone"]
+        assert preparing.join(10) and preparing.state == STOPPED
+        wait_until(lambda: not alive(pid), timeout=10)
+        assert reg.running() == 0
+    finally:
+        reg.stop_all()
+
+
+def test_a_files_memory_is_counted_before_it_is_read():
+    from explorer.limits import TSV_BYTES_FACTOR
+    from explorer.training.jobs import job_memory
+    cfg = TrainConfig(steps=2, batch_size=8, eval_samples=10)
+    job, bigger = translation_job(ROWS, "tsv", TINY, cfg), translation_job(ROWS * 100, "tsv", TINY, cfg)
+    assert bigger.memory - job.memory == TSV_BYTES_FACTOR * 99 * len(ROWS)
+    with pytest.raises(ExplorerError, match="this training needs about"):
+        JobRegistry(max_running=1, memory_budget=job.memory - 1).admit("a", job)
+    job.start()
+    assert job.join(60) and job.state == FINISHED
+    assert job.memory >= job_memory(job.snapshot(), job.config, len(ROWS), 2 * 40 + 2)  # the model it made fits
 
 
 def test_registry_one_job_per_session_and_a_queue_beyond_the_slots():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 import sacrebleu
@@ -182,8 +183,10 @@ def test_a_file_of_other_words_is_refused_with_the_reason(pig):
     french = "".join(f"привет {w}\tздравствуй {w}\n" for w in ("дом", "кот", "пёс", "лес") * 10).encode()
     assert all(c < 0.2 for c in vocabulary_coverage(bundle, [("привет дом", "здравствуй дом")]))  # another script
     assert vocabulary_coverage(bundle, pig_latin.pairs(20, seed=3)) == (1.0, 1.0)
-    with pytest.raises(ExplorerError, match=r"vocabulary does not fit pig: it knows \d+% of the source words"):
-        further_job(bundle, "pig-more", TrainConfig(steps=3), tsv=french)
+    job = further_job(bundle, "pig-more", TrainConfig(steps=3), tsv=french)  # the file is read in its process
+    job.start()
+    assert job.join(60) and job.state == "failed"
+    assert re.match(r"this file's vocabulary does not fit pig-more: it knows \d+% of the source words", job.view().message)
     with pytest.raises(ExplorerError, match="upload a TSV file"):
         further_job(bundle, "pig-more", TrainConfig(steps=3))
 

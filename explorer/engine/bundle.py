@@ -135,11 +135,7 @@ class ModelBundle:
         return word_groups(tokens, is_chinese(self.languages[1]))
 
     def _check_text(self, text: str, what: str) -> str:
-        if not isinstance(text, str) or not text.strip():
-            raise ExplorerError(f"the {what} is empty: type some symbols")
-        if len(text) > MAX_INPUT_CHARS:
-            raise ExplorerError(f"the {what} has {len(text):,} characters; the limit is {MAX_INPUT_CHARS:,}")
-        return text
+        return check_text(text, what)
 
     def _check_tokens(self, tokens: Sequence[str], vocab: Vocab, limit: int, what: str) -> tuple[str, ...]:
         if not tokens:
@@ -174,3 +170,13 @@ class ModelBundle:
 
     def is_unknown(self, token: str) -> bool:
         return token == UNK or token not in self.src_vocab
+
+
+def check_text(text: str, what: str = "input") -> str:
+    """`text` when it is some text within MAX_INPUT_CHARS, else ExplorerError (no model needed: a job checks its
+    probe before its process builds the model)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ExplorerError(f"the {what} is empty: type some symbols")
+    if len(text) > MAX_INPUT_CHARS:
+        raise ExplorerError(f"the {what} has {len(text):,} characters; the limit is {MAX_INPUT_CHARS:,}")
+    return text

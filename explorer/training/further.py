@@ -11,8 +11,7 @@ from typing import Callable
 
 from explorer.engine.bundle import ModelBundle
 from explorer.checkpoints.registry import private_copy
-from explorer.limits import LIMITS, Limits, training_memory
-from explorer.training.further_data import pair_data
+from explorer.limits import LIMITS, Limits
 from explorer.training.jobs import TrainingJob
 from explorer.training.train import TrainConfig, task_config
 
@@ -24,37 +23,32 @@ def further_job(bundle: ModelBundle, name: str, cfg: TrainConfig, tsv: bytes | N
     optimizer starts afresh; the architecture and vocabularies are the bundle's), in a process of its own
     (jobs.TrainingJob): `bundle` itself is never touched. Translation: `auto` sizes the run from the file
     as a new run's (defaults.py), `epochs` sets it in passes over the file."""
-    import math
-    from dataclasses import replace
-
     from explorer.checkpoints import checkpoint
-
+    from explorer.engine.bundle import check_text
+    from explorer.errors import ExplorerError
     from explorer.training import job_process
-    from explorer.training.jobs import automatic_length, eval_interval, job_memory, registry, training_pairs
+    from explorer.training.jobs import job_memory
     limits.check({}, cfg, bundle.task)
     copy = private_copy(bundle, name)
+    plan = None
     if bundle.task is not None:
         task = bundle.task_obj
         cfg = task_config(cfg, task)
-        held_out: list[tuple[str, str]] = []
         probe_text, tokens = probe or task.examples()[0], 2 * bundle.task.max_len + 2
         recipe = job_process.Recipe(name, {}, spec=bundle.task, seed=cfg.seed, weights=checkpoint.to_bytes(copy))
-    else:
-        if tsv is not None:
-            registry().check_memory(training_memory(len(tsv)))
-        data, held_out = pair_data(bundle, tsv, cfg.seed, limits)  # reads only its vocabularies and tokenizers
-        if auto:
-            cfg = automatic_length(cfg, training_pairs(data), limits)
-        elif epochs is not None:
-            steps = min(limits.max_steps, max(1, math.ceil(epochs * training_pairs(data) / cfg.batch_size)))
-            cfg = replace(cfg, steps=steps, eval_every=eval_interval(steps, cfg.eval_every))
-        from explorer.training.recipes import pick_examples
-        copy.examples = pick_examples(copy, held_out) or copy.examples
-        probe_text, tokens = probe or data.probe_text(), bundle.model.cfg.max_src_len
+        if probe is not None:
+            copy.prepare(probe)  # an unusable probe is refused now, with the reason
+    else:  # the file is read, and tokenized with the model's own tokenizers, in the job's process (job_process.py)
+        if tsv is None:
+            raise ExplorerError(f"{bundle.name} is a translation model: upload a TSV file of sentence pairs to train "
+                                "it on (the file it was trained on, or a new one in the same languages)")
+        if len(tsv) > limits.max_tsv_bytes:
+            raise ExplorerError(f"the file is {len(tsv):,} bytes; the limit is {limits.max_tsv_bytes:,}")
+        if probe is not None:
+            check_text(probe, "input")  # its pieces are checked there
+        probe_text, tokens = probe or "", bundle.model.cfg.max_src_len
         recipe = job_process.Recipe(name, {}, tsv=tsv, seed=cfg.seed, weights=checkpoint.to_bytes(copy))
-    if probe is not None:
-        copy.prepare(probe)  # an unusable probe is refused now, with the reason
-    job = TrainingJob(recipe, copy, cfg, probe_text, probe=probe, publish=publish)
+        plan = job_process.Plan(auto=auto, epochs=epochs, max_steps=limits.max_steps)
+    job = TrainingJob(recipe, copy, cfg, probe_text, probe=probe, publish=publish, plan=plan)
     job.memory = job_memory(copy, cfg, len(tsv or b""), tokens)
-    job.held_out = held_out
     return job

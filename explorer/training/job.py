@@ -38,6 +38,7 @@ class Gate(Protocol):
     def release(self, job: "TrainingJob") -> None: ...
     def place(self, job: "TrainingJob") -> int | None: ...
 
+PREPARING = "preparing the data"  # a run's message until its data is ready (job_process.py)
 TRAINING_THREADS = max(1, int(os.environ.get("EXPLORER_TRAINING_THREADS", 1)))
 
 
@@ -73,13 +74,18 @@ class TrainingJob:
     so other pages can open it mid-training. Given a `gate` (a JobRegistry), a run waits for a free slot.
     """
 
-    def __init__(self, recipe: job_process.Recipe, bundle: ModelBundle, cfg: TrainConfig, probe_text: str,
+    def __init__(self, recipe: job_process.Recipe, bundle: ModelBundle | None, cfg: TrainConfig, probe_text: str,
                  probe: str | None = None, publish: Callable[[ModelBundle], None] | None = None,
-                 max_snapshots: int = 60, probe_every: int | None = None, train_sample: int = 200) -> None:
-        self.name = bundle.name
+                 max_snapshots: int = 60, probe_every: int | None = None, train_sample: int = 200,
+                 name: str | None = None, plan: job_process.Plan | None = None) -> None:
+        """`bundle` None: the model is made in the job's process from the data (a file of pairs: `plan` says how
+        the run's length follows from it), and arrives with the "prepared" message."""
+        self.name = name if name is not None else bundle.name
         self.publish = publish
         self.recipe = recipe
         self._first = bundle  # the untrained model, shown until the first evaluation
+        self._plan = plan
+        self._max_snapshots = max_snapshots
         self._cfg = cfg
         self._probe, self._probe_text = probe, probe_text
         self.memory = 0  # bytes, estimated by the job's maker (limits.training_memory) for the registry's budget
@@ -126,7 +132,7 @@ class TrainingJob:
             self._run_steps = steps
             self._ended.clear()
             first = self._snapshot is None
-        if first:  # the untrained model joins the session's models at once
+        if first and self._first is not None:  # the untrained model joins the session's models at once
             self._set_snapshot(freeze(self._first))
         if (self.gate is None or self.gate.request(self)) and not self.launch() and self.gate is not None:
             self.gate.release(self)  # stopped in between: the slot it was given goes on
@@ -134,8 +140,10 @@ class TrainingJob:
     def launch(self) -> bool:
         """Start this run's process (the gate calls it when a slot frees); False when the run was stopped while it
         waited, so the gate gives the slot to the next one."""
+        plan = self._plan if self._resume is None else None
         order = job_process.Order(self.recipe, self._cfg, self._run_steps, self._probe, self._probe_every,
-                                  self._train_sample, TRAINING_THREADS, self._resume, self._new_lr)
+                                  self._train_sample, TRAINING_THREADS, self._resume, self._new_lr, plan,
+                                  self._max_snapshots)
         context = _context()
         conn, child_end = context.Pipe()
         process = context.Process(target=job_process.main, args=(child_end, order), name=f"train-{self.name}",
@@ -149,7 +157,7 @@ class TrainingJob:
                 self._state, self._message = FAILED, f"the training process could not start: {exc}"
                 self._ended.set()
                 return False
-            self._state, self._message = RUNNING, ""
+            self._state, self._message = RUNNING, PREPARING if plan is not None else ""
             self._run_started = time.monotonic()
             child_end.close()
             self._process, self._conn = process, conn
@@ -260,7 +268,8 @@ class TrainingJob:
                 frames.append(self._latest_frame)
             return JobView(self.name, self._state, self._message, step, self._run_start, self._run_end,
                            self._elapsed_before + run_elapsed, eta, self._eps, tuple(self._steps),
-                           tuple(self._evals), tuple(frames), self._cfg.target_accuracy, self._cfg.lr, place)
+                           tuple(self._evals), tuple(frames), self._cfg.target_accuracy, self._cfg.lr, place,
+                           running and self._message == PREPARING)
 
     # -- the reader thread: messages from the process --
 
@@ -306,7 +315,18 @@ class TrainingJob:
 
     def _handle(self, message: tuple) -> tuple[str, str] | None:
         kind = message[0]
-        if kind == "step":
+        if kind == "prepared":
+            _, data, held_out, notes, probe_text, cfg = message
+            bundle = freeze(checkpoint.from_bytes(data, self.name, source="training"))
+            with self._lock:
+                self.held_out, self.notes, self._probe_text = list(held_out), list(notes), probe_text
+                self._cfg = TrainConfig(**cfg)
+                self._run_end = self._run_start + self._cfg.steps
+                self._checkpoint, self._message = data, ""
+            self._set_snapshot(bundle)
+        elif kind == "stopped":  # before its first step: nothing was trained
+            return STOPPED, message[1]
+        elif kind == "step":
             _, step, loss, eps = message
             with self._lock:
                 self._steps.append(StepRecord(step, loss, self._elapsed(), eps))

@@ -9,12 +9,19 @@ that crashes or runs away now takes only its own memory with it.
 The pipe to the server is the process's lifeline: "stop" stops training after the current step, and
 the pipe's end (the server closed the job, or the server itself ended, even by kill -9) ends the
 process at once.
+
+A translation job's data is prepared here too (parsing the file, its length limits, the tokenizers' training,
+tokenizing it with an uploaded model's tokenizers): that work holds the job's training slot and its memory
+estimate, a "stop" ends it at once, and a tokenizer that aborts takes only this process with it. The first
+message then is "prepared": what the server shows before any step (the untrained model, the notes on what was
+left out, the held-out pairs, the run's length as the data sets it).
 """
 
 from __future__ import annotations
 
 import copy
 import io
+import math
 import os
 import threading
 from dataclasses import asdict, dataclass, replace
@@ -57,7 +64,9 @@ class Recipe:
                 from explorer.data.tasks import make_task
                 return bundle, make_task(bundle.task), []
             from explorer.training.further_data import pair_data  # a saved translation model on a (new) file of pairs
-            data, held_out = pair_data(bundle, self.tsv, self.seed)
+            from explorer.training.recipes import pick_examples
+            data, held_out = pair_data(bundle, self.tsv, self.seed, note=note)
+            bundle.examples = pick_examples(bundle, held_out) or bundle.examples  # Explore's, from this file
             return bundle, data, held_out
         if self.spec is not None:
             from explorer.training.train import new_task_bundle
@@ -66,6 +75,46 @@ class Recipe:
         from explorer.training.recipes import translation_setup
         return translation_setup(self.tsv, self.name, self.model_options, seed=self.seed,
                                  max_tokens=self.max_tokens, min_freq=self.min_freq, note=note)
+
+
+def eval_interval(steps: int, default: int) -> int:
+    """About 20 evaluations per run, between every 10 steps and the recipe's default interval."""
+    return max(1, min(default, max(10, steps // 20)))
+
+
+def training_pairs(data: Any) -> int:
+    """How many pairs one epoch has (PairData.train_pairs; a toy task draws fresh ones: 0)."""
+    return len(getattr(data, "train_pairs", ()))
+
+
+def automatic_length(cfg: Any, pairs: int, max_steps: int) -> Any:
+    """`cfg` with the CLI's data-sized run: steps, evaluation interval and plateau stop (explorer/defaults.py)."""
+    from explorer.training.recipes import translation_run
+    fields = translation_run({"steps": None, "batch_size": cfg.batch_size, "stop_patience": cfg.stop_patience or None,
+                              "eval_every": None}, pairs)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return replace(cfg, **{**fields, "steps": min(fields["steps"], max_steps)})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a translation run's length follows from its data, known only once the data is prepared: `auto` as
+    the CLI sizes it (recipes.translation_run), `epochs` passes over the training pairs, else the config's."""
+
+    auto: bool = False
+    epochs: float | None = None
+    max_steps: int = 50_000
+
+    def apply(self, cfg: Any, pairs: int) -> Any:
+        if self.auto:
+            return automatic_length(cfg, pairs, self.max_steps)
+        if self.epochs is not None:
+            steps = max(1, math.ceil(self.epochs * pairs / cfg.batch_size))
+            if steps > self.max_steps:
+                raise ExplorerError(f"{self.epochs:g} epochs of {pairs:,} pairs is {steps:,} steps; the limit is "
+                                    f"{self.max_steps:,}")
+            return replace(cfg, steps=steps, eval_every=eval_interval(steps, cfg.eval_every))
+        return cfg
 
 
 @dataclass(frozen=True)
@@ -81,6 +130,8 @@ class Order:
     threads: int
     resume: bytes | None = None  # Trainer.state of the run before, as torch.save bytes
     new_lr: bool = False  # a continued run: cfg.lr is a new peak learning rate (Trainer.set_lr)
+    plan: Plan | None = None  # a first run of a file: its length from the data, and a "prepared" message first
+    snapshots: int = 60  # attention snapshots a run keeps: with a plan, how often to take one follows from its length
 
 
 def main(conn, order: Order) -> None:
@@ -88,9 +139,11 @@ def main(conn, order: Order) -> None:
     torch.set_num_threads(order.threads)
     stop = threading.Event()
     send_lock = threading.Lock()
+    preparing = [True]  # until the first message after the data is ready: a stop ends the process at once
 
     def send(message: tuple) -> None:
         with send_lock:
+            preparing[0] = False
             conn.send(message)
 
     def listen() -> None:
@@ -101,6 +154,10 @@ def main(conn, order: Order) -> None:
                 os._exit(0)  # the server closed this job, or ended: nothing is left to train for
             if message == "stop":
                 stop.set()
+                with send_lock:
+                    if preparing[0]:  # no step yet, nothing to keep: the preparation need not finish
+                        conn.send(("stopped", "stopped before its first step"))
+                        os._exit(0)
 
     threading.Thread(target=listen, name="job-pipe", daemon=True).start()
     try:
@@ -121,12 +178,21 @@ def _train(order: Order, stop: threading.Event, send) -> None:
     from explorer.training.probes import Watched, probe_target, take_probe
     from explorer.training.validation import teacher_forced_loss
     from explorer.training.train import Metrics, TaskData, Trainer, evaluate, task_config
-    bundle, built = order.recipe.build()
-    cfg = order.cfg
+    notes: list[str] = []
+    bundle, built, held_out = order.recipe.setup(note=notes.append)
+    cfg, steps = order.cfg, order.steps
+    if order.plan is not None:
+        cfg = order.plan.apply(cfg, training_pairs(built))
+        steps = cfg.steps
+        if order.probe is not None:
+            bundle.prepare(order.probe)  # an unusable probe is refused with the reason
+        send(("prepared", checkpoint.to_bytes(bundle), held_out, notes, order.probe or built.probe_text(),
+              asdict(cfg)))
     if order.recipe.spec is not None:
         cfg = task_config(cfg, built)
         built = TaskData(built, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
     data = Watched(built, order.probe)
+    probe_every = order.probe_every if order.plan is None else max(1, min(50, steps // order.snapshots))
     target_text = [None]
 
     def frame(step: int, scheduled: bool) -> None:
@@ -148,7 +214,7 @@ def _train(order: Order, stop: threading.Event, send) -> None:
 
     def on_step(p) -> None:
         send(("step", p.step, p.loss, p.examples_per_second))
-        if p.step % order.probe_every == 0:
+        if p.step % probe_every == 0:
             frame(p.step, True)
 
     def on_eval(p) -> None:
@@ -157,7 +223,7 @@ def _train(order: Order, stop: threading.Event, send) -> None:
         valid = p.metrics
         record = (p.step, p.loss, teacher_forced_loss(bundle.model, data.validation()), train.exact_match,
                   train.token_accuracy, valid.exact_match, valid.token_accuracy, valid.alignment_accuracy)
-        if p.step % order.probe_every:
+        if p.step % probe_every:
             frame(p.step, False)
         was = bundle.model.training
         bundle.model.eval()
@@ -175,7 +241,7 @@ def _train(order: Order, stop: threading.Event, send) -> None:
         trainer.cfg = replace(trainer.cfg, target_accuracy=order.cfg.target_accuracy)
     elif trainer.step == 0:
         frame(0, True)  # attention before any training: the starting point
-    result = trainer.run(order.steps)
+    result = trainer.run(steps)
     message = {"steps": f"trained {result.steps:,} steps",
                "target": f"reached the target accuracy at step {result.steps:,}",
                "time": "time limit reached", "stopped": f"stopped at step {result.steps:,}",

@@ -54,6 +54,7 @@ class JobView:
     target_accuracy: float | None
     lr: float
     queue_place: int | None = None  # 1 = next to start, while it waits for a free training slot
+    preparing: bool = False  # running, but its process still prepares the data (no step yet)
 
     @property
     def running(self) -> bool:

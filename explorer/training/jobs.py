@@ -11,8 +11,6 @@ No streamlit here: the page passes in a session id and, optionally, a liveness c
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
 from typing import Any, Callable
 
 from explorer.checkpoints import checkpoint
@@ -21,20 +19,16 @@ from explorer.errors import ExplorerError
 from explorer.limits import LIMITS, Limits, training_memory
 from explorer.data.tasks import TaskSpec
 from explorer.training import job_process
+from explorer.training.job_process import Plan, eval_interval, training_pairs
 from explorer.training.job import TrainingJob
 from explorer.training.job_records import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, EvalRecord, JobView,
                                            StepRecord)
 from explorer.training.job_registry import JobRegistry, registry
-from explorer.training.train import DataSource, TrainConfig
+from explorer.training.train import TrainConfig
 
 __all__ = ["FAILED", "FINISHED", "NEW", "QUEUED", "RUNNING", "STOPPED", "EvalRecord", "JobRegistry", "JobView",
-           "LIMITS", "Limits", "StepRecord", "TrainingJob", "automatic_length", "bundle_job", "eval_interval",
+           "LIMITS", "Limits", "Plan", "StepRecord", "TrainingJob", "automatic_length", "bundle_job", "eval_interval",
            "job_memory", "registry", "task_job", "training_pairs", "translation_job"]
-
-
-def eval_interval(steps: int, default: int) -> int:
-    """About 20 evaluations per run, between every 10 steps and the recipe's default interval."""
-    return max(1, min(default, max(10, steps // 20)))
 
 
 def task_job(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: TrainConfig,
@@ -81,49 +75,34 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
                     limits: Limits = LIMITS, probe: str | None = None, auto: bool = False) -> TrainingJob:
     """A (not yet started) job training a fresh translation model on uploaded TSV bytes.
 
-    With `epochs`, the number of steps is computed from the training set size (and still limited); with
-    `auto`, the run length, evaluation interval and plateau stop come from the data as on the CLI
-    (recipes.translation_run). The job's `held_out` keeps the validation pairs as text (for BLEU)."""
+    Only what needs no look at the data is checked here; the file is parsed, its tokenizers trained and the
+    model made in the job's own process (job_process.py), which holds a training slot meanwhile: the page can
+    stop it, and a closed tab ends it. With `epochs` the number of steps follows from the training set size
+    (still limited); with `auto`, the run length, evaluation interval and plateau stop come from the data as on
+    the CLI (recipes.translation_run). Once prepared, the job's `held_out` keeps the validation pairs as text
+    (for BLEU) and its `notes` what preparing the file left out."""
+    from explorer.engine.bundle import check_text
+    from explorer.training.recipes import largest_translation_model
     if len(tsv) > limits.max_tsv_bytes:
         raise ExplorerError(f"the file is {len(tsv):,} bytes; the limit is {limits.max_tsv_bytes:,}")
     if max_tokens > limits.max_tokens:
         raise ExplorerError(f"sentences of up to {max_tokens} tokens; the limit is {limits.max_tokens}")
     limits.check(model_options, cfg)
-    # the file's parse is the big cost: refused before it starts when the server's budget lacks room
-    registry().check_memory(training_memory(len(tsv)))
+    if probe is not None:
+        check_text(probe, "input")  # its pieces are checked once the tokenizers exist
     recipe = job_process.Recipe(name, dict(model_options), tsv=tsv, max_tokens=max_tokens, min_freq=min_freq,
                                 seed=cfg.seed)
-    notes: list[str] = []
-    bundle, data, held_out = recipe.setup(note=notes.append)
-    if probe is not None:
-        bundle.prepare(probe)  # an unusable probe is refused now, with the reason
-    if auto:
-        cfg = automatic_length(cfg, training_pairs(data), limits)
-    elif epochs is not None:
-        n = training_pairs(data)
-        steps = max(1, math.ceil(epochs * n / cfg.batch_size))
-        if steps > limits.max_steps:
-            raise ExplorerError(f"{epochs:g} epochs of {n:,} pairs is {steps:,} steps; the limit is "
-                                f"{limits.max_steps:,}")
-        cfg = replace(cfg, steps=steps, eval_every=eval_interval(steps, cfg.eval_every))
-    job = TrainingJob(recipe, bundle, cfg, probe or data.probe_text(), probe=probe, publish=publish)
-    job.memory = job_memory(bundle, cfg, len(tsv), 2 * max_tokens + 2)
-    job.held_out = held_out
-    job.notes = notes
+    plan = Plan(auto=auto, epochs=epochs, max_steps=limits.max_steps)
+    job = TrainingJob(recipe, None, cfg, probe or "", probe=probe, publish=publish, name=name, plan=plan)
+    # the file's parse is the big cost, then the largest model these options can make: counted before it starts
+    job.memory = training_memory(len(tsv), largest_translation_model(model_options, max_tokens), cfg.batch_size,
+                                 2 * max_tokens + 2, int(model_options.get("hidden", 128)),
+                                 int(model_options.get("layers", 1)))
     return job
 
 
 def automatic_length(cfg: TrainConfig, pairs: int, limits: Limits) -> TrainConfig:
     """`cfg` with the CLI's data-sized run: steps, evaluation interval and plateau stop (explorer/defaults.py)."""
-    from explorer.training.recipes import translation_run
-    fields = translation_run({"steps": None, "batch_size": cfg.batch_size, "stop_patience": cfg.stop_patience or None,
-                              "eval_every": None}, pairs)
-    fields = {k: v for k, v in fields.items() if v is not None}
-    return replace(cfg, **{**fields, "steps": min(fields["steps"], limits.max_steps)})
-
-
-def training_pairs(data: DataSource) -> int:
-    """How many pairs one epoch has (PairData.train_pairs; a toy task draws fresh ones: 0)."""
-    return len(getattr(data, "train_pairs", ()))
+    return Plan(auto=True, max_steps=limits.max_steps).apply(cfg, pairs)
 
 

@@ -80,7 +80,24 @@ def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Tr
 def default_vocab_size(pairs: int) -> int:
     """Pieces per language for a corpus of this many training pairs: an eighth of the pairs, within
     1,000-8,000 (a small file learns few merges anyway: BPE stops at pieces seen fewer than twice)."""
-    return max(1000, min(8000, pairs // 8))
+    return max(1000, min(MAX_DEFAULT_VOCAB, pairs // 8))
+
+
+MAX_DEFAULT_VOCAB = 8000  # default_vocab_size's largest
+
+
+def largest_translation_model(model_options: dict[str, Any], max_tokens: int) -> int:
+    """The most parameters translation_setup can make with these options (the largest vocabularies, and the data's
+    default size where an option is not given), counted without allocating: a job's memory before its data is read."""
+    from explorer.engine.model import Seq2Seq, count_parameters
+    counts = []
+    for base in (defaults.SMALL_MODEL, defaults.LARGE_MODEL):
+        options = {**base, **model_options, "max_src_len": max(64, max_tokens * 2),
+                   "max_tgt_len": max(64, max_tokens * 2) + 8}
+        cfg = ModelConfig(src_vocab=MAX_DEFAULT_VOCAB, tgt_vocab=MAX_DEFAULT_VOCAB, **options)
+        with torch.device("meta"):
+            counts.append(count_parameters(Seq2Seq(cfg)))
+    return max(counts)
 
 
 def translation_setup(path: str | Path | bytes, name: str, model_options: dict[str, Any], seed: int = 0,

@@ -194,6 +194,8 @@ def _start() -> None:
         taken = common.shipped_model_names()
         probe = str(setting("probe")).strip() or None
         upload = ss.get("train_tsv") if _translation() else None
+        if upload is not None:
+            common.parsed_tsv(upload)  # a file with no pair at all is refused at once (the upload check's parse)
         base = _base_model()
         if base is not None:
             job = _further_job(base, cfg, upload, probe, models, taken)
@@ -522,7 +524,10 @@ def _live_panel() -> None:
                     help="leave the queue")
         return
     last = view.last_eval
-    if view.running:
+    if view.preparing:
+        text = (f"Preparing the data: reading the file and learning its pieces · {_fmt_seconds(view.elapsed)} "
+                "elapsed · training starts when it is ready")
+    elif view.running:
         text = (f"Step {view.step:,} of {view.run_end:,} · {_fmt_seconds(view.elapsed)} elapsed · "
                 f"about {_fmt_seconds(view.eta)} left · {view.examples_per_second:,.0f} examples/s")
         if view.target_accuracy is not None:
@@ -611,6 +616,11 @@ def _model_panel(job: jobs.TrainingJob, running: bool) -> None:
     """The model this job makes: open it in Explore or download it (also mid-training: the latest
     evaluation's snapshot), and, when it is not training, continue training it."""
     ss = st.session_state
+    if job.snapshot() is None:  # a file's model is made in the job's process once its data is prepared
+        st.info("The model is made as soon as the data is prepared." if running else
+                "No model: the run stopped before its first step. Start training again above.",
+                icon=":material/info:")
+        return
     with st.container(border=True):
         when = "its latest snapshot" if running else "the model as it is now"
         st.markdown(f"**{job.name}** is in this session's models: Explore and Compare open {when}.")
