@@ -164,6 +164,25 @@ def test_stop_mid_run_keeps_the_model_and_continue_trains_on_with_a_new_lr():
     assert at.session_state["models"].get("reverse-trained").training["steps_done"] == stopped_at + 20
 
 
+def test_continue_after_the_training_process_was_killed_says_where_it_goes_on_from():
+    import signal
+    at = train_page()
+    set_tiny(at, steps=50_000)
+    at.button(key="train_start").click().run()
+    run_until(at, lambda: len(job(at).view().evals) >= 1 and job(at).step % job(at).config.eval_every >= 2)
+    os.kill(job(at).pid, signal.SIGKILL)
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    assert any(e.value == "Training failed: the training process was killed (SIGKILL)" for e in at.error)
+    killed_at, saved = job(at).step, job(at).view().evals[-1].step
+    at.number_input(key="train_more_steps").set_value(5).run()
+    at.button(key="train_continue").click().run()
+    assert not at.exception and not at.error
+    assert any(i.value == f"The last run's process ended at step {killed_at:,}: training goes on from its last "
+               f"evaluation, at step {saved:,} (the model, optimizer and step count saved there)" for i in at.info)
+    run_until(at, lambda: job(at).state != jobs.RUNNING)
+    assert job(at).state == jobs.FINISHED and job(at).step == saved + 5
+
+
 def test_the_model_opens_on_the_explore_page_mid_training_and_the_job_survives_the_visit():
     at = train_page()
     set_tiny(at, steps=50_000)

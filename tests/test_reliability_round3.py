@@ -517,7 +517,7 @@ def test_runs_stopped_while_waiting_never_keep_a_slot(stopped_flags, slots_count
     assert all(r.launched for r in waiting if not r.stopped) and slots.running() == 0 and slots.waiting() == 0
 
 
-def test_continue_after_the_process_was_killed_says_the_state_is_gone_instead_of_starting_over():
+def test_continue_after_the_process_was_killed_before_any_evaluation_says_nothing_was_saved():
     import signal as signals
     sys.path.insert(0, str(Path(__file__).parent))
     from test_jobs import tiny_job, wait_until
@@ -527,10 +527,48 @@ def test_continue_after_the_process_was_killed_says_the_state_is_gone_instead_of
     try:
         wait_until(lambda: job.view().step >= 3)
         os.kill(job.pid, signals.SIGKILL)
-        assert job.join(30) and job.state == FAILED
-        with pytest.raises(ExplorerError, match="ended at step [0-9,]+ without handing over its training state"):
+        assert job.join(30) and job.state == FAILED and not job.view().evals
+        with pytest.raises(ExplorerError, match="ended at step [0-9,]+ before its first evaluation: nothing of it"):
             job.continue_(10)
         assert job.state == FAILED
+    finally:
+        job.stop()
+        job.join(30)
+
+
+def test_continue_after_the_process_was_killed_goes_on_from_its_last_evaluation():
+    """Continue after a kill restarted from an untrained model (step 69 -> 1), then refused; the state of each
+    evaluation is now kept by the server, and the next run goes on from the last one."""
+    import signal as signals
+
+    import torch
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_jobs import tiny_job, wait_until
+    from explorer.training.jobs import FAILED, FINISHED
+    job = tiny_job(steps=50_000)  # evaluates every 10 steps
+    job.start()
+    try:
+        wait_until(lambda: len(job.view().evals) >= 2 and job.view().step % 10 >= 3)
+        os.kill(job.pid, signals.SIGKILL)
+        assert job.join(30) and job.state == FAILED
+        killed_at, saved = job.view().step, job.view().evals[-1].step
+        weights = {k: v.clone() for k, v in job.snapshot().model.state_dict().items()}
+        started = []
+        job.publish = lambda bundle: started.append(bundle)
+        note = job.continue_(4)
+        assert note == (f"the last run's process ended at step {killed_at:,}: training goes on from its last "
+                        f"evaluation, at step {saved:,} (the model, optimizer and step count saved there)")
+        assert job.join(60) and job.state == FINISHED, job.view().message
+        view = job.view()
+        assert view.step == saved + 4 and [r.step for r in view.steps] == list(range(1, saved + 5))
+        assert [r.step for r in view.evals] == [*range(10, saved + 1, 10), saved + 4]
+        frames = [f.step for f in view.snapshots]
+        assert frames[-1] == saved + 4 and frames == sorted(set(frames))  # the dead run's later frames are gone
+        # four steps of Adam from the saved weights at the resumed learning rate: close to them, not a fresh model
+        after = job.snapshot().model.state_dict()
+        assert all((after[k] - weights[k]).abs().max() < 0.1 for k in weights)
+        assert job.snapshot().training["steps_done"] == saved + 4
+        assert any(not torch.equal(after[k], weights[k]) for k in weights)
     finally:
         job.stop()
         job.join(30)

@@ -164,17 +164,23 @@ class TrainingJob:
         threading.Thread(target=self._read, args=(conn, process), name=f"job-{self.name}", daemon=True).start()
         return True
 
-    def continue_(self, steps: int, lr: float | None = None, target_accuracy: float | None = None) -> None:
+    def continue_(self, steps: int, lr: float | None = None, target_accuracy: float | None = None) -> str | None:
         """Train further from where it stopped: same model, optimizer state and step count; a new peak
-        learning rate applies from now on. The target accuracy is replaced (None: train all `steps`)."""
+        learning rate applies from now on. The target accuracy is replaced (None: train all `steps`).
+        When the last run's process died (killed from outside), it goes on from that run's last evaluation and
+        says so (the returned note); before any evaluation there is nothing to go on from: ExplorerError."""
         if self.state in (RUNNING, QUEUED):
             raise ExplorerError("this job is already training")
         with self._lock:
-            step, saved = self._step, self._resume_step
-        if step > saved:  # the process died (killed from outside): its optimizer state since `saved` is gone
-            raise ExplorerError(f"the last run's process ended at step {step:,} without handing over its training "
-                                f"state{f' (the last was saved at step {saved:,})' if saved else ''}: it cannot go "
-                                "on from there. Download the model of its latest evaluation, or start a new training")
+            step, saved, state = self._step, self._resume_step, self._resume
+        note = None
+        if step > saved:  # the process died: what it trained since its last evaluation is gone
+            if state is None:
+                raise ExplorerError(f"the last run's process ended at step {step:,} before its first evaluation: "
+                                    "nothing of it was saved to go on from. Start a new training")
+            self._back_to(saved)
+            note = (f"the last run's process ended at step {step:,}: training goes on from its last evaluation, "
+                    f"at step {saved:,} (the model, optimizer and step count saved there)")
         cfg = self._cfg
         if lr is not None:
             cfg = TrainConfig(**{**asdict(cfg), "lr": lr})  # validates
@@ -183,6 +189,17 @@ class TrainingJob:
             raise ExplorerError("target accuracy must be in (0, 1]")
         self._cfg = replace(cfg, target_accuracy=target_accuracy)
         self.start(steps)
+        return note
+
+    def _back_to(self, step: int) -> None:
+        """Forget the records after `step` (a run whose process died after its last evaluation at `step`)."""
+        with self._lock:
+            self._step = step
+            self._steps = [r for r in self._steps if r.step <= step]
+            self._evals = [r for r in self._evals if r.step <= step]
+            self._frames.items = [f for f in self._frames.items if f.step <= step]
+            if self._latest_frame is not None and self._latest_frame.step > step:
+                self._latest_frame = None
 
     def stop(self) -> None:
         """Stop after the current step (the model is kept as it is); a waiting run leaves the queue."""
@@ -338,10 +355,12 @@ class TrainingJob:
                     self._frames.offer(frame)
                 self._latest_frame = frame
         elif kind == "eval":
-            _, record, data = message
+            _, record, data, state = message
             with self._lock:
                 self._evals.append(EvalRecord(record[0], self._elapsed(), *record[1:]))
             self._take_checkpoint(data)
+            with self._lock:  # what a Continue goes on from, should the process die before the run ends
+                self._resume, self._resume_step = state, record[0]
         elif kind == "done":
             _, state, text, data, resume, cfg = message
             self._take_checkpoint(data)

@@ -227,8 +227,12 @@ def _train(order: Order, stop: threading.Event, send) -> None:
             frame(p.step, False)
         was = bundle.model.training
         bundle.model.eval()
+        # the state to go on from should this process die before the run ends (the data's order is drawn afresh;
+        # this evaluation's plateau and best-weights bookkeeping, done after the callback, is not in it)
+        state = io.BytesIO()
+        torch.save(trainer.state(data=False), state)
         try:
-            send(("eval", record, snapshot_bytes(trainer, False, record[5:])))
+            send(("eval", record, snapshot_bytes(trainer, False, record[5:]), state.getvalue()))
         finally:
             bundle.model.train(was)
 

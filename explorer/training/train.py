@@ -478,16 +478,20 @@ class Trainer:
         self._attempts = 0  # confirmations so far (each scores a set of its own)
         self._refuted_at: int | None = None  # the step of the last confirmation that failed (_confirmed)
 
-    def state(self) -> dict:
+    def state(self, data: bool = True) -> dict:
         """Everything `run` needs to go on exactly where it stopped, in another process (load_state): the
-        weights, Adam's moments, the step counters, the random generators and the data source's position."""
-        return {"model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+        weights, Adam's moments, the step counters, the random generators and the data source's position
+        (without `data`, the data source is left out: a run going on from it draws its own order afresh)."""
+        state = {"model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
                 "adam": {i: dict(v) for i, v in self.optimizer.state.items()}, "cfg": asdict(self.cfg),
                 "counters": (self.step, self.examples, self.seconds, self.batch_exact_match, self._lr_scale,
                              self._best_token_accuracy, self._stale_for_lr, self._evaluations_since_best),
                 "best_weights": self._best_weights,
                 "history": list(self.history), "last_metrics": self.last_metrics, "rng": self.rng.getstate(),
-                "generator": self.generator.get_state(), "data": self.data}
+                "generator": self.generator.get_state()}
+        if data:
+            state["data"] = self.data
+        return state
 
     def load_state(self, state: dict) -> None:
         """Go on from `state` (Trainer.state of a trainer of the same model)."""
@@ -501,7 +505,7 @@ class Trainer:
         self.history, self.last_metrics = list(state["history"]), state["last_metrics"]
         self.rng.setstate(state["rng"])
         self.generator.set_state(state["generator"])
-        self.data = state["data"]
+        self.data = state.get("data", self.data)
 
     @property
     def processes(self) -> int:

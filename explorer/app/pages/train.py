@@ -185,6 +185,7 @@ def _base_model():
 def _start() -> None:
     ss = st.session_state
     ss.pop("train_error", None)
+    ss.pop("train_notice", None)
     try:
         old = current_job()
         if old is not None and old.state in (jobs.RUNNING, jobs.QUEUED):
@@ -261,6 +262,7 @@ def _stop() -> None:
 def _continue() -> None:
     ss = st.session_state
     ss.pop("train_error", None)
+    ss.pop("train_notice", None)
     job = current_job()
     if job is None:
         return
@@ -269,7 +271,9 @@ def _continue() -> None:
         if job.step + steps > LIMITS.max_steps:
             raise ExplorerError(f"{job.step:,} + {steps:,} steps is over the limit of {LIMITS.max_steps:,}")
         registry().admit(_session_id(), job)
-        job.continue_(steps, lr=float(ss["train_more_lr"]), target_accuracy=_continue_target())
+        note = job.continue_(steps, lr=float(ss["train_more_lr"]), target_accuracy=_continue_target())
+        if note:
+            ss["train_notice"] = note[:1].upper() + note[1:]
         ss["train_follow"] = True
         ss["train_was_running"] = True
     except ExplorerError as exc:
@@ -289,6 +293,8 @@ def render() -> None:
                "alignment. Training runs in the background: other pages stay usable, and you can come back.")
     if "train_error" in st.session_state:
         st.error(st.session_state["train_error"], icon=":material/warning:")
+    if "train_notice" in st.session_state:  # e.g. a Continue that went on from the last evaluation
+        st.info(st.session_state["train_notice"], icon=":material/info:")
 
     _take_upload()
     with st.expander("Set up a training run", expanded=job is None):
