@@ -9,7 +9,7 @@ import pytest
 from explorer.app import views
 from explorer.engine.bundle import ModelBundle
 from explorer.engine.decoding import BeamRecord, beam_record, beam_search
-from explorer.app.figures.beam import beam_tree_figure, tree_layout
+from explorer.app.figures.beam import PRUNED_ROW, beam_tree_figure, tree_layout
 from explorer.engine.lengths import output_cap
 from explorer.engine.trace import trace
 from explorer.data.vocab import EOS_ID
@@ -116,7 +116,7 @@ def test_the_figure_draws_the_record(trained_copy, random_attention_bundle):
         assert [int(c[0]) for c in targets["customdata"]] == [n.index for n in record.nodes]
         assert list(targets["x"]) == [n.step + 1 for n in record.nodes]
         assert [c[2] for c in targets["customdata"]] == [n.log_prob for n in record.nodes]
-        y = tree_layout(record)
+        y = tree_layout(record, PRUNED_ROW)
         assert list(targets["y"]) == [y[n.index] for n in record.nodes]
         stars = traces["candidate"]
         assert len(stars["x"]) == len(record.candidates)
@@ -132,9 +132,11 @@ def test_the_figure_draws_the_record(trained_copy, random_attention_bundle):
         parents = {n.parent for n in record.nodes}
         assert all(n.pruned for n in grey if n.index not in parents), "a grey branch ends in a pruned node"
         assert not any(n.pruned for n in record.nodes if n.index in on_path)
-        # labels: token and total log-probability; edges: one per node
-        text = traces["kept"]["text"] + traces["pruned"]["text"]
-        assert all("<br>" in s for s in text)
+        # labels: token and total log-probability on the surviving branches; pruned ones only on hover
+        assert all("<br>" in s for s in traces["kept"]["text"])
+        assert traces["pruned"]["mode"] == "markers" and not traces["pruned"].get("text")
+        hover = dict(zip((int(c[0]) for c in targets["customdata"]), targets["hovertext"]))
+        assert all(hover[n.index].endswith(("pruned", "kept")) for n in grey)
         edges = sum(1 for v in traces["kept edges"]["x"] + traces["pruned edges"]["x"] if v is None)
         assert edges == len(record.nodes)
         # the selected node is ringed
@@ -143,8 +145,9 @@ def test_the_figure_draws_the_record(trained_copy, random_attention_bundle):
 
 def test_the_layout_never_crosses_branches(random_attention_bundle):
     record = beam_record(random_attention_bundle.model, random_attention_bundle.prepare("55555").ids, 5)
-    y = tree_layout(record)
-    for t in range(record.steps):
-        at_t = sorted((n for n in record.nodes if n.step == t), key=lambda n: y[n.index])
-        parents = [y[n.parent] if n.parent >= 0 else 0 for n in at_t]
-        assert parents == sorted(parents), "children keep their parents' order"
+    for y in (tree_layout(record), tree_layout(record, PRUNED_ROW)):  # pruned leaves on narrower rows too
+        for t in range(record.steps):
+            at_t = sorted((n for n in record.nodes if n.step == t), key=lambda n: y[n.index])
+            parents = [y[n.parent] if n.parent >= 0 else 0 for n in at_t]
+            assert parents == sorted(parents), "children keep their parents' order"
+            assert len({y[n.index] for n in at_t}) == len(at_t), "no two nodes of a step on one row"

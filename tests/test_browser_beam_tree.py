@@ -78,3 +78,43 @@ def test_click_a_node_then_force_its_prefix(server, tmp_path):
     if target:
         shutil.copy(shots / "beam-node.png", Path(target) / "beam-node.png")
     assert "Traceback" not in server.log_text()
+
+
+OVERLAPS = """(key) => {
+  const boxes = Array.from(document.querySelectorAll(`.st-key-${key} .textpoint text`))
+    .map(t => [t.textContent.trim(), t.getBoundingClientRect(),
+               parseFloat(getComputedStyle(t).fontSize) * Math.hypot(t.getScreenCTM().b, t.getScreenCTM().d)])
+    .filter(([text, box]) => text && box.width > 0);
+  const found = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, p] = [boxes[i][1], boxes[j][1]];
+    const w = Math.min(a.right, p.right) - Math.max(a.left, p.left), h = Math.min(a.bottom, p.bottom) - Math.max(a.top, p.top);
+    if (w > 2 && h > 2) found.push(`${boxes[i][0]} / ${boxes[j][0]}`);
+  }
+  return {labels: boxes.length, overlaps: found, smallest: Math.min(...boxes.map(b => b[2]))};
+}"""
+
+
+@pytest.fixture(scope="module")
+def shipped_server():
+    require_browser()
+    with streamlit_server() as running:  # the shipped eng-fra: a 13-step translation, width 5
+        yield running
+
+
+def test_a_width_5_tree_is_readable_at_1024_px(shipped_server, tmp_path):
+    """Width 5 on a long sentence at a projector's 1024 px: no label runs into another (they did: pruned
+    branches' labels piled up, neighbouring steps' labels ran together), none under 16 px in presenter mode;
+    where the steps need more room than the screen, the tree scrolls sideways."""
+    with chromium(1024, 768) as page:
+        open_app(page, shipped_server, "?model=eng-fra&input=Tom went to the station yesterday to buy a ticket."
+                                       "&mode=beam&width=5&present=1")
+        wait_charts(page)
+        tree = page.locator(".st-key-explore_beam_scroll")
+        tree.scroll_into_view_if_needed()
+        found = page.evaluate(OVERLAPS, "explore_beam_tree")
+        assert found["labels"] >= 20 and not found["overlaps"], found
+        assert found["smallest"] >= 15.9, found
+        scroll = tree.evaluate("e => [e.scrollWidth, e.clientWidth]")
+        assert scroll[0] > scroll[1], "the wide tree scrolls in its box"
+        page.screenshot(path=str(tmp_path / "beam-width-5.png"))

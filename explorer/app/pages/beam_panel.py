@@ -13,9 +13,9 @@ from typing import Any
 import streamlit as st
 
 from explorer.record import BeamRecord
-from explorer.app.figures.beam import beam_tree_figure
-from explorer.app.figures.style import plotly_config
-from explorer.app.pages import common
+from explorer.app.figures.beam import beam_tree_figure, min_width
+from explorer.app.figures.style import FONT_SIZE, PRESENTER_FONT_SIZE, plotly_config
+from explorer.app.pages import common, presenter
 from explorer.app.engine_link import engine_module
 
 views = engine_module("explorer.app.views")
@@ -96,8 +96,13 @@ def render(bundle, request: views.Request) -> None:
                "Click a node to step through its prefix below.")
     names = bundle.tgt_vocab.tokens
     fig = beam_tree_figure(rec, names, selected=node, title=None)
-    common.chart(st, fig, key=CHART, on_select=lambda: _on_click(rec), selection_mode="points",
-                 config=plotly_config("beam-tree"))
+    # Each step gets a column as wide as its longest label; where the steps do not fit, the tree scrolls sideways.
+    label_px = (FONT_SIZE - 2) * (PRESENTER_FONT_SIZE / FONT_SIZE if presenter.on() else 1)
+    st.html(f"<style>.st-key-{K}beam_scroll {{ overflow-x: auto; }} .st-key-{K}beam_scroll "
+            f".st-key-{CHART} {{ min-width: {min_width(rec, names, label_px)}px; }}</style>")
+    with st.container(key=K + "beam_scroll"):
+        common.chart(st, fig, key=CHART, on_select=lambda: _on_click(rec), selection_mode="points",
+                     config=plotly_config("beam-tree"))
     if node is None:
         st.caption(f"{len(rec.nodes)} nodes over {rec.steps} steps, "
                    f"{sum(n.pruned for n in rec.nodes)} pruned, {len(rec.candidates)} candidates.")
