@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from explorer import defaults
+from explorer import defaults, settings
 from explorer.cli_checks import check_args
 from explorer.errors import ExplorerError
 from explorer.outside_text import check_arguments, lines
@@ -64,11 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, epilog: str | None = None) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, epilog=epilog, formatter_class=_Help)
 
-    td, dd = defaults.TASK_TRAIN_DEFAULTS, defaults.TRANSLATION_DATA_DEFAULTS
-    tt, large, small = defaults.TRANSLATION_TRAIN_DEFAULTS, defaults.LARGE_MODEL, defaults.SMALL_MODEL
-    both = "toy tasks: {}; translation: {}"
     t = command("train", "train a model on a toy task or a TSV of sentence pairs",
-                epilog="Defaults are shared with the app's Train page (explorer/defaults.py). A translation run "
+                epilog="Defaults are shared with the app's Train page (explorer/settings.py). A translation run "
                        f"without --steps lasts {defaults.EPOCHS:g} epochs of the data, at least "
                        f"{defaults.MIN_STEPS:,} and at most {defaults.MAX_STEPS:,} steps, and stops once validation "
                        f"token accuracy has not improved for {defaults.STOP_PATIENCE} evaluations.")
@@ -84,98 +81,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="train this checkpoint further (a shipped NAME or a PATH) instead of a new model, on --data "
                         "(the file it was trained on, or a new one in its languages) or on its --task; its sizes and "
                         "vocabularies are kept, the training flags apply to this run (default: a new model)")
-    toy = defaults.CLI_TOY
-    t.add_argument("--attention", choices=defaults.ATTENTIONS, default=toy["attention"], help="the score function")
-    t.add_argument("--cell", choices=defaults.CELLS, default=toy["cell"], help="the recurrent cell")
-    t.add_argument("--min-len", type=int, default=defaults.TASK_LENGTHS["min_len"],
-                   help="toy tasks: shortest input")
-    t.add_argument("--max-len", type=int, default=defaults.TASK_LENGTHS["max_len"], help="toy tasks: longest input")
-    t.add_argument("--alphabet", default=defaults.TASK_LENGTHS["alphabet"],
-                   help="toy tasks: the symbols inputs are made of")
-    tm = defaults.TASK_MODEL_DEFAULTS
-    for flag, key, what in (("--embed", "embed", "embedding size"), ("--hidden", "hidden", "hidden size"),
-                            ("--attn-dim", "attn_dim", "attention size (queries, keys, values)")):
-        t.add_argument(flag, type=int, default=None,
-                       help=f"{what} (default: toy tasks {tm[key]}; translation {small[key]} below "
-                            f"{defaults.SMALL_DATA_PAIRS:,} training pairs, else {large[key]})")
-    t.add_argument("--layers", type=int, default=toy["layers"], help="recurrent layers in the encoder and the decoder")
-    t.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=None,
-                   help="bidirectional encoder (default: on for toy tasks and translation)")
-    t.add_argument("--dropout", type=float, default=None,
-                   help=f"dropout between layers (default: toy tasks 0; translation {small['dropout']:g} below "
-                        f"{defaults.SMALL_DATA_PAIRS:,} training pairs, else {large['dropout']:g})")
-    t.add_argument("--embed-dropout", type=float, default=None,
-                   help="dropout on the input and output embeddings while training (default: 0); it regularises "
-                        "a large model on few pairs, and changes nothing the trained model computes")
-    t.add_argument("--steps", type=int, default=None,
-                   help="optimisation steps (default: " + both.format(
-                       td["steps"], f"from the data: {defaults.EPOCHS:g} epochs within "
-                                    f"{defaults.MIN_STEPS:,}–{defaults.MAX_STEPS:,} steps") + ")")
-    t.add_argument("--epochs", type=float, default=None,
-                   help="translation: train this many passes over the training pairs instead of --steps "
-                        f"(default: {defaults.EPOCHS:g}, kept within {defaults.MIN_STEPS:,}–{defaults.MAX_STEPS:,} "
-                        "steps)")
-    t.add_argument("--batch-size", type=int, default=None,
-                   help="pairs per step (default: " + both.format(td["batch_size"], tt["batch_size"]) + ")")
-    t.add_argument("--lr", type=float, default=None,
-                   help="peak learning rate of the cosine schedule (default: " + both.format(td["lr"], tt["lr"]) + ")")
-    t.add_argument("--clip", type=float, default=toy["clip"], help="gradient norm clipping (0: off)")
-    t.add_argument("--plateau-patience", type=int, default=None,
-                   help="halve the learning rate after N evaluations without a better validation token accuracy "
-                        f"(0: off; default: toy tasks {td['plateau_patience']}, translation 0)")
-    t.add_argument("--stop-patience", type=int, default=None,
-                   help="stop after N evaluations without a better validation token accuracy (0: off; default: "
-                        f"translation {defaults.STOP_PATIENCE} when the run length is automatic, else 0)")
-    t.add_argument("--curriculum", type=int, default=None,
-                   help="toy tasks: over the first N steps the longest training input grows from --min-len to "
-                        f"--max-len (0: off; default {td['curriculum']})")
-    t.add_argument("--teacher-forcing", type=float, default=toy["teacher_forcing"],
-                   help="share of decoder steps fed the true previous token instead of the model's guess")
-    t.add_argument("--seed", type=int, default=toy["seed"], help="random seed (initial weights, batches, data split)")
-    t.add_argument("--target-accuracy", type=float, default=None,
-                   help="stop once validation exact match reaches this (0-1; default: no target)")
-    t.add_argument("--max-seconds", type=float, default=None, help="stop after this much training time "
-                                                                   "(default: no limit)")
-    t.add_argument("--eval-every", type=int, default=None,
-                   help="steps between validations (default: toy tasks " + str(td["eval_every"]) +
-                        f"; translation about {defaults.EVALUATIONS_PER_RUN} a run, at most every "
-                        f"{defaults.MAX_EVAL_EVERY:,} steps)")
-    t.add_argument("--eval-samples", type=int, default=None,
-                   help="validation size (default: " + both.format(td["eval_samples"],
-                                                                   f"up to {tt['eval_samples']:,} held-out pairs") + ")")
+    for s in settings.SETTINGS:  # every model, data and training setting, from its one definition
+        shared = s.default(settings.TOY) if s.default(settings.TOY) == s.default(settings.TRANSLATION) else None
+        kw = {"action": argparse.BooleanOptionalAction} if s.kind is bool else \
+            {"type": s.kind} if s.kind is not str else {}
+        t.add_argument(s.flag, **kw, default=shared, help=settings.help_text(s), **({"choices": s.choices}
+                                                                                      if s.choices else {}))
     t.add_argument("--half", action="store_true", help="store weights in float16 (smaller file)")
-    t.add_argument("--src-lang", default=None, help="translation: source language code (default: en)")
-    t.add_argument("--tgt-lang", default=None, help="translation: target language code (default: guessed from the text)")
-    t.add_argument("--max-tokens", type=int, default=dd["max_tokens"],
-                   help="translation: longest sentence kept, in subword pieces")
-    t.add_argument("--min-freq", type=int, default=dd["min_freq"],
-                   help="translation: a piece is learnt only if seen this often")
-    t.add_argument("--vocab-size", type=int, default=None,
-                   help="translation: subword pieces per language, specials and bytes included "
-                        "(default: an eighth of the training pairs, within 1,000-8,000)")
-    t.add_argument("--extra-data", default=None,
-                   help="translation: a TSV of more pairs for the training split only (e.g. a glossary of a "
-                        "domain's words); validation stays the --data file's held-out pairs (default: none)")
-    t.add_argument("--extra-repeat", type=int, default=1,
-                   help="translation: how many times each --extra-data pair joins the training split")
-    t.add_argument("--subword-dropout", type=float, default=dd["subword_dropout"],
-                   help="translation: BPE-dropout while training, the chance that each merge is left out when a "
-                        "training pair is spelt in pieces afresh each epoch (0.1 is the paper's; default: 0, "
-                        "one spelling)")
-    t.add_argument("--augment", type=float, default=dd["augment"],
-                   help="translation: the chance of each typed variation of a training pair when it is drawn: the "
-                        "source's final punctuation left off, the source lower-cased, and (at twice the rate) a name "
-                        "or number replaced by another on both sides, so the model reads what people type (0: the "
-                        f"text as written; default {dd['augment']:g})")
-    t.add_argument("--label-smoothing", type=float, default=None,
-                   help="share of each target's probability spread over the vocabulary (default 0.1 for "
-                        "translation, 0 for toy tasks)")
-    t.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
-                   help="train in bfloat16 mixed precision: the products of the training forward and backward "
-                        "in bfloat16, the weights, checkpoints and everything shown in float32 (1.3x faster at "
-                        "translation sizes on a CPU with AVX512-BF16 or AMX; slower on one without) (default: off)")
-    t.add_argument("--valid-fraction", type=float, default=dd["valid_fraction"],
-                   help="translation: share of the pairs held out for validation")
     t.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads per training process (default: the idle cores over the processes)")
     t.add_argument("--processes", type=int, default=None,
@@ -357,7 +269,7 @@ def _train_here(args: argparse.Namespace, interrupt: _Interrupt) -> int:
             raise
         finally:
             distributed.leave()
-    hidden = args.hidden or (defaults.TASK_MODEL_DEFAULTS["hidden"] if args.task else None)  # translation: >= 128
+    hidden = args.hidden or (settings.setting("hidden").toy if args.task else None)  # translation: >= 128
     processes = distributed.processes_wanted(args.processes if device.type == "cpu" else args.processes or 1,
                                              hidden=hidden)
     if args.processes is None and not distributed.can_fork():

@@ -1,9 +1,10 @@
 """Every command-line argument checked before any work, as carefully as a URL parameter.
 
-argparse has turned the text into ints and floats; this module checks their ranges against the
-limits the app shares (explorer/limits.py), paths for what a file system takes, and the shapes of
-`--pin` and `--force`, so each refusal is one line and exit 2 rather than a RuntimeError minutes
-into training or gigabytes into a beam. No torch here: a refusal stays fast.
+argparse has turned the text into ints and floats; `train`'s settings are checked against their one
+definition (explorer/settings.py) at the CLI's limits (explorer/limits.py); the rest here: paths for what
+a file system takes, the other commands' numbers and the shapes of `--pin` and `--force`, so each refusal
+is one line and exit 2 rather than a RuntimeError minutes into training or gigabytes into a beam. No torch
+here: a refusal stays fast.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import re
 from typing import Any
 
 from explorer.errors import ExplorerError
-from explorer.limits import (CLI_LIMITS, MAX_PINS, MAX_SEED, check_beam, check_samples, check_temperature, real,
-                             whole)
+from explorer.limits import CLI_LIMITS, MAX_PINS, MAX_SEED, check_beam, check_samples, check_temperature, real, whole
+from explorer.settings import SETTINGS, check_text_field
 from explorer.storage import check_path_text
 
 _STEP_VALUE = re.compile(r"\s*-?\d{1,9}\s*:")
@@ -23,7 +24,8 @@ _STEP_POSITION = re.compile(r"\s*-?\d{1,9}\s*:\s*-?\d{1,9}\s*")
 
 def check_args(args: argparse.Namespace) -> None:
     """ExplorerError naming the first argument out of range (the command's own checks follow)."""
-    for attr, what in (("checkpoint", "--checkpoint"), ("data", "--data"), ("out", "--out"), ("resume", "--resume")):
+    for attr, what in (("checkpoint", "--checkpoint"), ("data", "--data"), ("out", "--out"), ("resume", "--resume"),
+                       ("extra_data", "--extra-data")):
         value = getattr(args, attr, None)
         if isinstance(value, str):
             if not value.strip():
@@ -44,44 +46,17 @@ def _optional(args: argparse.Namespace, attr: str, check, *bounds: Any, **kw: An
 
 
 def _train(args: argparse.Namespace) -> None:
+    """Every setting against its definition (explorer/settings.py) at the CLI's limits, then what is not a
+    setting: where the checkpoint goes and what it may hold."""
     from explorer.checkpoints.checkpoint import target_path
-    lim = CLI_LIMITS
-    from explorer.checkpoints.header import check_language_code, check_text_field
     target_path(args.out)  # a path the file system takes, outside the shipped models
     if args.name is not None:  # what the checkpoint may hold, before any work (checkpoint.check_savable at the start)
         check_text_field(args.name, "--name")
-    for attr in ("src_lang", "tgt_lang"):
-        if getattr(args, attr, None) is not None:
-            check_language_code(getattr(args, attr), "--" + attr.replace("_", "-"))
-    for attr, hi in (("hidden", lim.max_hidden), ("embed", lim.max_embed), ("attn_dim", lim.max_attn_dim),
-                     ("layers", lim.max_layers), ("steps", lim.max_steps), ("batch_size", lim.max_batch)):
-        _optional(args, attr, whole, 1, hi)
-    _optional(args, "max_len", whole, None, lim.max_seq_len)
-    _optional(args, "min_len", whole, None, lim.max_seq_len)
-    if args.alphabet is not None and len(args.alphabet) > lim.max_alphabet:
-        raise ExplorerError(f"--alphabet has {len(args.alphabet):,} symbols; the limit is {lim.max_alphabet:,}")
-    _optional(args, "dropout", real, 0.0, 1.0, hi_open=True)
-    _optional(args, "embed_dropout", real, 0.0, 1.0, hi_open=True)
-    _optional(args, "lr", real, 0.0, 10.0, lo_open=True)
-    _optional(args, "clip", real, 0.0, None, lo_open=True)
-    _optional(args, "teacher_forcing", real, 0.0, 1.0)
-    _optional(args, "target_accuracy", real, 0.0, 1.0, lo_open=True)
-    _optional(args, "max_seconds", real, 0.0, None, lo_open=True)
-    _optional(args, "valid_fraction", real, 0.0, 1.0, hi_open=True)
-    _optional(args, "subword_dropout", real, 0.0, 1.0, hi_open=True)
-    _optional(args, "augment", real, 0.0, 1.0, hi_open=True)
-    _optional(args, "seed", whole, 0, MAX_SEED)
-    _optional(args, "eval_every", whole, 1, lim.max_steps)
-    _optional(args, "eval_samples", whole, 1, 100_000)
-    _optional(args, "plateau_patience", whole, 0, 1_000_000)
-    _optional(args, "curriculum", whole, 0, lim.max_steps)
-    _optional(args, "max_tokens", whole, 1, lim.max_tokens)
-    _optional(args, "min_freq", whole, 1, 1_000_000_000)
+    for s in SETTINGS:
+        s.check(getattr(args, s.name), s.flag, CLI_LIMITS)
     _optional(args, "threads", whole, 1, 1024)
-    if args.epochs is not None:
-        if args.task or args.steps is not None:
-            raise ExplorerError("--epochs is for --data (a file of pairs) without --steps")
-        _optional(args, "epochs", real, 0.0, 100_000.0, lo_open=True)
+    if args.epochs is not None and (args.task or args.steps is not None):
+        raise ExplorerError("--epochs is for --data (a file of pairs) without --steps")
 
 
 def _eval(args: argparse.Namespace) -> None:

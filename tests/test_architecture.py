@@ -152,7 +152,7 @@ def test_no_reach_into_private_attributes(name):
 
 # The layers, lowest first: a module imports its own layer or lower ones, never higher (docs/ARCHITECTURE.md).
 LAYERS = (
-    ("shared", ("explorer.errors", "explorer.defaults", "explorer.equations", "explorer.limits", "explorer.storage",
+    ("shared", ("explorer.errors", "explorer.defaults", "explorer.settings", "explorer.equations", "explorer.limits", "explorer.storage",
                 "explorer.outside_text")),
     ("data", ("explorer.data",)),
     ("record", ("explorer.record", "explorer.faithfulness")),  # the torch-free records: tokens, alignments from data

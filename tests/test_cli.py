@@ -245,7 +245,7 @@ OPTION_CASES = {
     "unknown command": (["serve"], "invalid choice: 'serve'"),
     "unknown attention": (["train", "--task", "copy", "--out", "x", "--attention", "cosine"], "invalid choice"),
     "unknown task": (["train", "--task", "poetry", "--out", "x"], "invalid choice: 'poetry'"),
-    "min-len 0": (["train", "--task", "copy", "--out", "{tmp}/x", "--min-len", "0"], "min_len must be at least 1"),
+    "min-len 0": (["train", "--task", "copy", "--out", "{tmp}/x", "--min-len", "0"], "--min-len must be between 1 and 500, got 0"),
     "min above max": (["train", "--task", "copy", "--out", "{tmp}/x", "--min-len", "9", "--max-len", "3"],
                       "max_len (3) must not be below min_len (9)"),
     "no samples": (["eval", "--checkpoint", "{ckpt}", "--samples", "0", "--json"], "--samples must be at least 1"),
@@ -313,13 +313,13 @@ def test_every_flag_explains_itself_and_shows_its_default(command, capsys):
 
 
 def test_train_help_shows_the_shared_defaults(capsys):
-    from explorer import defaults
+    from explorer import defaults, settings
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert f"--steps STEPS optimisation steps (default: toy tasks: {defaults.TASK_TRAIN_DEFAULTS['steps']};" in text
-    assert f"--max-tokens MAX_TOKENS translation: longest sentence kept, in subword pieces (default: " \
-           f"{defaults.TRANSLATION_DATA_DEFAULTS['max_tokens']})" in text
+    assert f"--steps STEPS optimisation steps (default: toy tasks {settings.setting('steps').toy};" in text
+    assert f"--max-tokens MAX_TOKENS translation: longest sentence kept, in subword pieces; longer pairs are " \
+           f"skipped (default: {settings.setting('max_tokens').toy})" in text
     assert f"{defaults.MIN_STEPS:,}–{defaults.MAX_STEPS:,} steps" in text
 
 

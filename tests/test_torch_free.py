@@ -23,7 +23,7 @@ PAGES = sorted(f"explorer.app.pages.{p.stem}" for p in (ROOT / "explorer" / "app
                if p.stem != "__init__")
 
 # Every page module: the pages that run a model reach the engine through explorer.app.engine_link, on first use.
-TORCH_FREE = ("explorer.record", "explorer.faithfulness", "explorer.defaults", "explorer.equations", "explorer.app.engine_link", *FIGURES, *PAGES)
+TORCH_FREE = ("explorer.record", "explorer.faithfulness", "explorer.defaults", "explorer.settings", "explorer.equations", "explorer.app.engine_link", *FIGURES, *PAGES)
 
 
 def loads_torch(module: str) -> bool:

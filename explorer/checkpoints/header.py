@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from explorer.errors import ExplorerError
+from explorer.settings import LANGUAGE, MAX_LAYERS, MAX_SIZE, MAX_TEXT_CHARS, MAX_VOCAB, check_text_field
 from explorer.outside_text import valid_strings
 from explorer.engine.config import MAX_LENGTH, ModelConfig
 from explorer.data.tasks import DATE_MAX_SOURCE_LEN, ISO_LEN, TaskSpec, make_task
@@ -26,17 +27,12 @@ from explorer.data.vocab import Vocab
 MAX_HEADER_BYTES = 16_000_000  # the safetensors JSON header, vocabularies and tokenizers included
 MAX_JSON_DEPTH = 32  # our own configs nest 3 deep; json.loads recurses per level
 MAX_TOKEN_CHARS = 200  # one vocabulary entry
-MAX_VOCAB = 500_000
-MAX_SIZE = 8192  # hidden, embed, attention size of a loadable model (the file's 100 MB bound them anyway)
-MAX_LAYERS = 16
 MAX_ALPHABET = 1000
-MAX_TEXT_CHARS = 1000  # a string in the training record, an example sentence
 MAX_LIST_ITEMS = 1000
 MAX_RECORD_KEYS = 200
 MAX_TOKENIZER_CHARS = 4_000_000  # one HF tokenizers JSON document
 MAX_EXAMPLES = 100
 FLOAT_DTYPES = (torch.float32, torch.float16)
-_LANGUAGE = re.compile(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{1,8}){0,2}")
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
@@ -198,27 +194,11 @@ def _check_task(task: Any, cfg: ModelConfig, src: Vocab, tgt: Vocab) -> TaskSpec
     return spec
 
 
-def check_text_field(value: Any, what: str) -> str:
-    """A short text a checkpoint may hold (a name, a date): at most MAX_TEXT_CHARS characters of one line."""
-    if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or "\n" in value or "\r" in value:
-        shown = f"{len(value):,} characters" if isinstance(value, str) and len(value) > 80 else repr(value)[:80]
-        _fail(f"{what} must be text of one line and at most {MAX_TEXT_CHARS:,} characters, got {shown}")
-    return value
-
-
-def check_language_code(code: Any, what: str) -> str:
-    """A language code a checkpoint may hold: "en", "fr", "zh-Hans", "pt_BR"."""
-    if not isinstance(code, str) or not _LANGUAGE.fullmatch(code):
-        _fail(f"{what} must be a language code such as en, fr or zh-Hans (letters, digits, - or _), "
-              f"got {str(code)[:40]!r}")
-    return code
-
-
 def _check_languages(languages: Any) -> tuple[str, str] | None:
     if languages is None:
         return None
     if (not isinstance(languages, list) or len(languages) != 2
-            or not all(isinstance(x, str) and _LANGUAGE.fullmatch(x) for x in languages)):
+            or not all(isinstance(x, str) and LANGUAGE.fullmatch(x) for x in languages)):
         _fail(f"languages must be two language codes such as [\"en\", \"fr\"], got {str(languages)[:80]}")
     return languages[0], languages[1]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from explorer import defaults
+from explorer import settings
 from explorer.engine.bundle import ModelBundle
 from explorer.errors import ExplorerError
 from explorer.limits import LIMITS, Limits
@@ -56,7 +56,7 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int, limits: Limits 
     say = note or (lambda _text: None)
     if corpus.skipped:
         say(corpus.skipped_note())
-    fraction = float(bundle.training.get("valid_fraction", defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"]))
+    fraction = float(bundle.training.get("valid_fraction", settings.setting("valid_fraction").toy))
     train_items, valid_items = split_pairs(list(enumerate(corpus.pairs)), fraction, seed)
     max_src, max_tgt = bundle.model.cfg.max_src_len, bundle.model.cfg.max_tgt_len - 1
 

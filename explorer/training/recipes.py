@@ -10,15 +10,14 @@ import argparse
 import os
 import random
 import threading
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
 
-from explorer import defaults
+from explorer import defaults, settings
 from explorer.engine.bundle import ModelBundle
-from explorer.defaults import LARGE_MODEL, TASK_MODEL_DEFAULTS, TASK_TRAIN_DEFAULTS, TRANSLATION_DATA_DEFAULTS
 from explorer.errors import ExplorerError
 from explorer.engine.model import ModelConfig
 from explorer.engine.seeding import seeded_model
@@ -29,11 +28,12 @@ from explorer.training.train import (Callback, Pair, PairData, PairEncoder, Task
                     spelt_afresh, task_config)
 from explorer.data.vocab import Vocab
 
-# The defaults live in explorer/defaults.py (torch-free, so `--help` can show them); these names stay for
-# the benchmarks and tests that read them.
-MODEL_DEFAULTS: dict[str, Any] = TASK_MODEL_DEFAULTS
-TRAIN_DEFAULTS: dict[str, Any] = TASK_TRAIN_DEFAULTS
-TRANSLATION_MODEL_DEFAULTS: dict[str, Any] = LARGE_MODEL
+MODEL_FIELDS = tuple(s.name for s in settings.SETTINGS if s.group == "model")
+TRAIN_FIELDS = tuple(f.name for f in fields(TrainConfig) if f.name in settings.BY_NAME)
+DATA_DEFAULTS: dict[str, Any] = settings.defaults_for(settings.TRANSLATION, group="data")
+# A toy task's model and training defaults on the CLI (explorer/settings.py), for the benchmarks and tests
+MODEL_DEFAULTS: dict[str, Any] = {name: settings.setting(name).toy for name in MODEL_FIELDS}
+TRAIN_DEFAULTS: dict[str, Any] = {name: settings.setting(name).toy for name in TRAIN_FIELDS}
 
 
 def auto_threads() -> int:
@@ -51,13 +51,10 @@ def auto_threads() -> int:
     return max(1, min(cores, int(cores - busy + 0.5)))
 
 
-def _pick(args: argparse.Namespace, base: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
-    out = dict(base)
-    for key, attr in names.items():
-        value = getattr(args, attr, None)
-        if value is not None:
-            out[key] = value
-    return out
+def _pick(args: argparse.Namespace, kind: str, names: Sequence[str]) -> dict[str, Any]:
+    """The settings `names`: the flags given over the defaults for a `kind` of run (None: the data decides)."""
+    base = settings.defaults_for(kind)
+    return {**settings.given(base, names), **settings.given(args, names)}
 
 
 def train_task(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: TrainConfig,
@@ -102,12 +99,12 @@ def largest_translation_model(model_options: dict[str, Any], max_tokens: int) ->
 
 def translation_setup(path: str | Path | bytes, name: str, model_options: dict[str, Any], seed: int = 0,
                       src_lang: str | None = None, tgt_lang: str | None = None,
-                      max_tokens: int = TRANSLATION_DATA_DEFAULTS["max_tokens"],
-                      min_freq: int = TRANSLATION_DATA_DEFAULTS["min_freq"],
-                      valid_fraction: float = TRANSLATION_DATA_DEFAULTS["valid_fraction"], max_vocab: int | None = None,
+                      max_tokens: int = DATA_DEFAULTS["max_tokens"],
+                      min_freq: int = DATA_DEFAULTS["min_freq"],
+                      valid_fraction: float = DATA_DEFAULTS["valid_fraction"], max_vocab: int | None = None,
                       extra: Sequence[tuple[str, str]] = (), extra_repeat: int = 1,
-                      subword_dropout: float = TRANSLATION_DATA_DEFAULTS["subword_dropout"],
-                      augment: float = TRANSLATION_DATA_DEFAULTS["augment"],
+                      subword_dropout: float = DATA_DEFAULTS["subword_dropout"],
+                      augment: float = DATA_DEFAULTS["augment"],
                       note: Callable[[str], None] | None = None,
                       ) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
     """A fresh translation model and its data from a TSV file (or uploaded bytes).
@@ -253,8 +250,8 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
 
 
 def _data_options(args: argparse.Namespace) -> dict[str, Any]:
-    return {key: getattr(args, key, None) if getattr(args, key, None) is not None else value
-            for key, value in TRANSLATION_DATA_DEFAULTS.items()}
+    return _pick(args, settings.TRANSLATION, ("max_tokens", "min_freq", "valid_fraction", "subword_dropout",
+                                               "augment"))
 
 
 def resume_from_args(args: argparse.Namespace, name: str, on_eval: Callback | None = None,
@@ -274,7 +271,7 @@ def resume_from_args(args: argparse.Namespace, name: str, on_eval: Callback | No
         if not args.task or args.task != bundle.task.name:
             raise ExplorerError(f"--resume {args.resume} is a {bundle.task.name} model: give --task {bundle.task.name}")
         task = bundle.task_obj
-        cfg = task_config(TrainConfig(**_pick(args, TRAIN_DEFAULTS, _TRAIN_ARGS)), task)
+        cfg = task_config(TrainConfig(**_pick(args, settings.TOY, TRAIN_FIELDS)), task)
         data: Any = TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)
         recorded: dict[str, Any] = {}
     else:
@@ -308,25 +305,15 @@ def resume_from_args(args: argparse.Namespace, name: str, on_eval: Callback | No
     return bundle, result
 
 
-_MODEL_ARGS = {"embed": "embed", "hidden": "hidden", "attn_dim": "attn_dim", "layers": "layers",
-               "attention": "attention", "cell": "cell", "dropout": "dropout", "bidirectional": "bidirectional",
-               "embed_dropout": "embed_dropout"}
-_TRAIN_ARGS = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "clip": "clip",
-               "plateau_patience": "plateau_patience", "curriculum": "curriculum",
-               "teacher_forcing": "teacher_forcing", "seed": "seed", "target_accuracy": "target_accuracy",
-               "max_seconds": "max_seconds", "eval_every": "eval_every", "eval_samples": "eval_samples",
-               "label_smoothing": "label_smoothing", "stop_patience": "stop_patience", "bf16": "bf16"}
-
-
 def task_settings(args: argparse.Namespace) -> tuple[dict[str, Any], TrainConfig]:
     """The CLI's toy-task model options and training config: the given flags over the toy defaults."""
-    return _pick(args, MODEL_DEFAULTS, _MODEL_ARGS), TrainConfig(**_pick(args, TRAIN_DEFAULTS, _TRAIN_ARGS))
+    return _pick(args, settings.TOY, MODEL_FIELDS), TrainConfig(**_pick(args, settings.TOY, TRAIN_FIELDS))
 
 
 def translation_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     """The CLI's translation model options (only those given: the data sizes the rest) and training options
     (the given flags over the translation defaults; `translation_run` fills in what the data decides)."""
-    return _pick(args, {}, _MODEL_ARGS), _pick(args, defaults.TRANSLATION_TRAIN_DEFAULTS, _TRAIN_ARGS)
+    return _pick(args, settings.TRANSLATION, MODEL_FIELDS), _pick(args, settings.TRANSLATION, TRAIN_FIELDS)
 
 
 def translation_run(options: dict[str, Any], pairs: int, epochs: float | None = None) -> dict[str, Any]:
