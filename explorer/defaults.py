@@ -1,9 +1,8 @@
-"""The names a user picks (cells, score functions, tasks) and every default of a training run, in one place
-the CLI, the recipes, the model's config checks and the Train page all read.
+"""The names a user picks (cells, score functions, tasks) and the rules a translation file sizes its run by.
 
-No torch here: `python -m explorer --help` and the pages list these without importing it. The recipes per
-context (CLI toy, app toy, app TSV, CLI translation) are plain dicts at the end; where the app and the CLI
-differ, the reason is written next to the difference (tests/test_recipes_agree.py holds them to it).
+Each setting's own default, bounds and help live in explorer/settings.py (the CLI's flags and the Train page's
+widgets come from there); the numbers below are the measurements behind those defaults and the data-sized
+rules. No torch here: `python -m explorer --help` and the pages list these without importing it.
 
 Toy tasks (endless fresh data): defaults that train a good model fast on 2 CPU cores (measured with
 `python -m explorer train --task reverse --target-accuracy 0.99 --threads 1`, seeds 0-2;
@@ -36,31 +35,12 @@ from typing import Any
 CELLS: tuple[str, ...] = ("rnn", "gru", "lstm", "unshared")
 ATTENTIONS: tuple[str, ...] = ("none", "dot", "scaled_dot", "additive")
 TASKS: tuple[str, ...] = ("copy", "reverse", "sort", "dates")
-# Deliberate: the Train page offers no "unshared" cell. The unshared RNN is the article's counter-example
-# (a W_t per position), taught on Learn with its own tiny models; the CLI can still train one.
-APP_CELLS: tuple[str, ...] = ("gru", "lstm", "rnn")
 
 # --- toy tasks ------------------------------------------------------------------------------------
-TASK_MODEL_DEFAULTS: dict[str, Any] = {"embed": 32, "hidden": 64, "attn_dim": 32, "bidirectional": True}
-TASK_TRAIN_DEFAULTS: dict[str, Any] = {"steps": 800, "batch_size": 128, "lr": 3e-3, "eval_every": 25,
-                                       "eval_samples": 500, "plateau_patience": 2, "curriculum": 150}
-TASK_LENGTHS: dict[str, Any] = {"min_len": 5, "max_len": 15, "alphabet": "0123456789"}
-# The Train page stops a toy run at this validation exact match, so a live demo ends as soon as the model
-# works; with the stop, 400 steps are enough for reverse 5-15 (99% at step 225-325, seeds 0-2). The CLI has
-# no target by default (a script wants a fixed amount of work) and trains the 800 steps lengths 20-30 need.
-APP_TASK_STEPS = 400
 # Below this hidden size a run trains in one process unless told otherwise (distributed.processes_wanted says why).
 DDP_MIN_HIDDEN = 128
-APP_TASK_TARGET = 0.99
 
 # --- translation (your own TSV) -------------------------------------------------------------------
-# max_tokens counts subword pieces; min_freq: a piece is learnt only if seen this often (explorer/data/subwords.py)
-# subword_dropout: BPE-dropout's rate while training (SubwordTokenizer.sample); 0 trains on one spelling
-# augment: the chance of each typed variation of a training pair (data/robust.Variation); 0 trains on the text as written
-TRANSLATION_DATA_DEFAULTS: dict[str, Any] = {"max_tokens": 40, "min_freq": 2, "valid_fraction": 0.05,
-                                             "subword_dropout": 0.0, "augment": 0.25}
-TRANSLATION_TRAIN_DEFAULTS: dict[str, Any] = {"batch_size": 64, "lr": 2e-3, "eval_samples": 1000,
-                                              "label_smoothing": 0.1}
 LARGE_MODEL: dict[str, Any] = {"embed": 128, "hidden": 256, "attn_dim": 128, "bidirectional": True, "dropout": 0.2}
 SMALL_MODEL: dict[str, Any] = {"embed": 64, "hidden": 128, "attn_dim": 64, "bidirectional": True, "dropout": 0.0}
 SMALL_DATA_PAIRS = 10_000  # below this many training pairs, the small model
@@ -121,29 +101,3 @@ def undertrained(evals: list[dict[str, float]], reason: str) -> str | None:
                 f"({100 * last['train_exact']:.1f}%): the model knows its training pairs but not yet new ones. "
                 "Training longer can help; with few pairs, more data helps most.")
     return None
-
-
-# --- recipes per context ------------------------------------------------------------------------------
-# Plain dicts of ModelConfig and TrainConfig fields (and the data's own settings). None: set by the data
-# (translation: the run's length, its evaluation interval and its stop; the model's size comes from
-# translation_model).
-MODEL_FIELDS: tuple[str, ...] = ("cell", "attention", "layers", "embed", "hidden", "attn_dim", "bidirectional",
-                                 "dropout")
-_COMMON: dict[str, Any] = {"cell": "gru", "attention": "dot", "layers": 1, "clip": 1.0, "teacher_forcing": 1.0,
-                           "seed": 0, "target_accuracy": None, "max_seconds": None}
-
-CLI_TOY: dict[str, Any] = {**_COMMON, **TASK_LENGTHS, **TASK_MODEL_DEFAULTS, "dropout": 0.0, **TASK_TRAIN_DEFAULTS,
-                           "label_smoothing": 0.0, "stop_patience": 0}
-APP_TOY: dict[str, Any] = {
-    **CLI_TOY,
-    # Deliberate: the Train page stops a toy run at APP_TASK_TARGET after at most APP_TASK_STEPS (a live demo
-    # ends as soon as the model works); the CLI trains a fixed 800 steps with no target (docs/CLI.md).
-    "steps": APP_TASK_STEPS, "target_accuracy": APP_TASK_TARGET,
-    # Deliberate: the page evaluates about EVALUATIONS_PER_RUN times whatever steps the user picks (at most
-    # every TASK_TRAIN_DEFAULTS["eval_every"] steps): 400 steps, every 20.
-    "eval_every": eval_interval(APP_TASK_STEPS, TASK_TRAIN_DEFAULTS["eval_every"]),
-}
-CLI_TRANSLATION: dict[str, Any] = {**_COMMON, **TRANSLATION_DATA_DEFAULTS, **TRANSLATION_TRAIN_DEFAULTS,
-                                   "steps": None, "eval_every": None, "stop_patience": None, "epochs": None,
-                                   "plateau_patience": 0, "curriculum": 0}
-APP_TSV: dict[str, Any] = dict(CLI_TRANSLATION)

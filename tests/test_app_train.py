@@ -24,7 +24,7 @@ from tests.app_support import show_page
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-TINY = {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch": 16, "train_min_len": 2,
+TINY = {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch_size": 16, "train_min_len": 2,
         "train_max_len": 4}
 
 
@@ -263,7 +263,7 @@ def test_translation_from_an_uploaded_tsv_trains():
     at.file_uploader(key="train_tsv").set_value(("go.tsv", rows.encode(), "text/plain"))
     at.run()
     at.radio(key="train_unit").set_value("epochs").run()
-    for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch": 8}.items():
+    for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch_size": 8}.items():
         at.number_input(key=key).set_value(value)
     at.number_input(key="train_epochs").set_value(2.0)
     at.run()
@@ -302,13 +302,13 @@ def upload_pig(at: AppTest) -> None:
 
 
 def test_a_small_file_gets_the_clis_defaults_a_run_sized_by_the_data_and_the_typed_probe():
-    from explorer import defaults
+    from explorer import defaults, settings
     at = train_page()
     upload_pig(at)
     assert not at.exception
     assert at.number_input(key="train_hidden").value == defaults.SMALL_MODEL["hidden"]
-    assert at.number_input(key="train_max_tokens").value == defaults.TRANSLATION_DATA_DEFAULTS["max_tokens"]
-    assert at.number_input(key="train_min_freq").value == defaults.TRANSLATION_DATA_DEFAULTS["min_freq"]
+    assert at.number_input(key="train_max_tokens").value == settings.setting("max_tokens").toy
+    assert at.number_input(key="train_min_freq").value == settings.setting("min_freq").toy
     probe = pig_latin.pairs(300)[5][0]
     at.text_input(key="train_probe").set_value(probe).run()
     at.button(key="train_start").click().run()
@@ -335,7 +335,7 @@ def test_a_finished_translation_shows_bleu_and_chrf_beside_exact_match():
     at = train_page()
     upload_pig(at)
     at.radio(key="train_unit").set_value("steps").run()
-    for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch": 16,
+    for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch_size": 16,
                        "train_steps": 20}.items():
         at.number_input(key=key).set_value(value)
     at.run()
@@ -491,7 +491,7 @@ def test_one_token_targets_lead_with_exact_match_and_chrf_and_say_why_not_bleu()
                                                           "seven", "eight", "nine"] * 30)).encode()
     at.file_uploader(key="train_tsv").set_value(("numbers.tsv", rows, "text/plain")).run()
     at.radio(key="train_unit").set_value("steps").run()
-    for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch": 16,
+    for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch_size": 16,
                        "train_steps": 10}.items():
         at.number_input(key=key).set_value(value)
     at.run()

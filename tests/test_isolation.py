@@ -40,7 +40,7 @@ from explore_models import NAMES, write_models
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TIMEOUT = 120
-TINY = {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch": 16, "train_min_len": 2,
+TINY = {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch_size": 16, "train_min_len": 2,
         "train_max_len": 4}
 
 

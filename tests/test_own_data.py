@@ -16,7 +16,7 @@ import torch
 
 from explorer.checkpoints import checkpoint
 
-from explorer import defaults
+from explorer import defaults, settings
 
 from explorer.app import views
 from explorer.errors import ExplorerError
@@ -197,7 +197,7 @@ def test_add_examples_gives_an_old_checkpoint_its_own_held_out_pairs_and_keeps_i
     from scripts.add_examples import main as add_examples
     bundle, _, held_out = pig
     old = checkpoint.from_bytes(checkpoint.to_bytes(bundle), "old")
-    old.examples, old.training = (), {"valid_fraction": defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"],
+    old.examples, old.training = (), {"valid_fraction": settings.setting("valid_fraction").toy,
                                       "seed": 0}
     checkpoint.save(old, tmp_path / "old", half=True)
     (tmp_path / "pairs.tsv").write_bytes(tsv())

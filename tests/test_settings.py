@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
-from explorer import settings
+from explorer import defaults, settings
 from explorer.__main__ import _parser, main
+from explorer.app.pages import train as train_page
 from explorer.errors import ExplorerError
 from explorer.limits import CLI_LIMITS, LIMITS
 from explorer.settings import SETTINGS, TOY, TRANSLATION
 from explorer.training import recipes
+from tests.app_support import show_page
 
 # `train` flags that say what to train on, where the checkpoint goes and how this machine runs it: not settings
 # of the model, the data or the training (nothing the Train page or a checkpoint's record holds).
@@ -108,3 +112,97 @@ def test_every_deliberate_difference_says_why():
         differs = (s.app_toy is not settings.SAME or s.app_choices is not None or s.app_lo is not None
                    or s.app_hi is not None)
         assert bool(s.why) == differs, s.name
+
+
+# --- the Train page ---------------------------------------------------------------------------------
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+# Widgets of the Train page that are not one setting each: the run's unit, a target in percent (the settings'
+# target_accuracy, ticked on or off), the length curriculum on or off, and continuing a finished run.
+PAGE_ONLY = {"train_unit", "train_use_target", "train_target", "train_curriculum", "train_more_steps",
+             "train_more_lr", "train_task", "train_probe", "train_base", "train_source", "train_follow",
+             "train_steps_auto"}
+
+
+def settings_widgets(at: AppTest) -> dict[str, object]:
+    found = {}
+    for kind in ("number_input", "selectbox", "checkbox", "slider", "text_input", "radio"):
+        for widget in getattr(at, kind):
+            if widget.key and widget.key.startswith("train_") and widget.key not in PAGE_ONLY:
+                found[widget.key.removeprefix("train_")] = widget
+    return found
+
+
+def expected_value(s: settings.Setting, source: str) -> object:
+    kind = TOY if source == train_page.TOY else TRANSLATION
+    if source == train_page.TSV and s.name in ("embed", "hidden", "attn_dim"):
+        return defaults.SMALL_MODEL[s.name]  # the small model until a file is uploaded
+    if source == train_page.TSV and s.name == "steps":
+        return train_page.TSV_STEPS  # offered when the unit is steps; "as the data needs" until then
+    return s.default(kind, app=True)
+
+
+@pytest.mark.parametrize("source", ["Toy task", "Translation (your TSV file)"])
+def test_every_settings_widget_on_the_train_page_comes_from_its_setting(source):
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    show_page(at, "train")
+    at.run()
+    at.radio(key="train_source").set_value(source).run()
+    if source == train_page.TSV:
+        at.radio(key="train_unit").set_value("steps").run()
+    widgets = settings_widgets(at)
+    assert widgets, "no settings widget found"
+    for name, widget in widgets.items():
+        s = settings.setting(name)  # a KeyError: a widget that is no setting
+        assert widget.label == s.label, name
+        if name in ("cell", "attention"):
+            assert list(widget.options) == list(s.app_choices or s.choices), name
+        elif hasattr(widget, "max") and s.kind in (int, float):
+            assert (widget.min, widget.max) == s.bounds(LIMITS, app=True), name
+            assert s.step is None or widget.step == s.step, name
+        if name != "alphabet" or source == train_page.TOY:
+            assert widget.value == expected_value(s, source), name
+    shown = {"cell", "attention", "hidden", "embed", "attn_dim", "layers", "bidirectional", "steps", "batch_size",
+             "lr", "seed", "teacher_forcing"}
+    shown |= {"min_len", "max_len", "alphabet"} if source == train_page.TOY else {"max_tokens", "min_freq"}
+    assert set(widgets) == shown
+    labelled = {s.name for s in SETTINGS if s.label} - {"target_accuracy", "curriculum", "epochs"}  # page-only views
+    assert labelled - {"min_len", "max_len", "alphabet", "max_tokens", "min_freq"} <= set(widgets)
+
+
+def model_config(options: dict) -> dict:
+    """The architecture these options build (ModelConfig's own defaults for the rest)."""
+    from explorer.engine.config import ModelConfig
+    return asdict(ModelConfig(src_vocab=10, tgt_vocab=10, **options))
+
+
+def test_the_pages_run_differs_from_the_clis_only_where_a_setting_says_why():
+    """The Train page's untouched toy run against `train --task reverse`: every difference is a setting's
+    app_toy (written with its reason) or the page's evaluation interval (settings.app_eval_every)."""
+    values = {"source": train_page.TOY, **train_page.source_defaults(train_page.TOY)}
+    app_model, app_cfg, _ = train_page.train_settings(values, translation=False)
+    cli_model, cli_cfg = recipes.task_settings(_parser().parse_args(["train", "--task", "reverse", "--out", "x"]))
+    assert model_config(app_model) == model_config(cli_model)
+    app, cli = asdict(app_cfg), asdict(cli_cfg)
+    differ = {key for key in app if app[key] != cli[key]}
+    assert differ == {s.name for s in SETTINGS if s.app_toy is not settings.SAME} | {"eval_every"}
+    assert app["eval_every"] == settings.app_eval_every(app["steps"])
+    for name in differ - {"eval_every"}:
+        assert app[name] == settings.setting(name).app_toy
+
+
+@pytest.mark.parametrize("pairs", [500, 50_000])  # the small model, the large one
+def test_a_tsv_trains_alike_on_the_cli_and_on_the_train_page(pairs):
+    """`train --data` and the page's "as the data needs" with the same number of training pairs: the same model
+    (sized by the data) and the same training config (its length from the data)."""
+    from explorer.training import jobs
+    from explorer.training.train import TrainConfig
+    args = _parser().parse_args(["train", "--data", "pairs.tsv", "--out", "x"])
+    cli_model, cli_train = recipes.translation_settings(args)
+    cli_cfg = TrainConfig(**recipes.translation_run(cli_train, pairs))
+    values = {"source": train_page.TSV, **train_page.source_defaults(train_page.TSV)}
+    sized = defaults.translation_model(pairs)
+    values.update({key: value for key, value in sized.items() if key in values})  # the page's _on_tsv
+    app_model, app_cfg, _ = train_page.train_settings(values, translation=True)
+    app_cfg = jobs.automatic_length(app_cfg, pairs, jobs.LIMITS)
+    assert model_config({**sized, **cli_model}) == model_config({**sized, **app_model})
+    assert asdict(cli_cfg) == asdict(app_cfg)

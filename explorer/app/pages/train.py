@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import defaults
+from explorer import defaults, settings
 from explorer.errors import ExplorerError
 from explorer.limits import LIMITS
 from explorer.app.figures.attention import attention_heatmap
 from explorer.app.figures.training import accuracy_figure, alignment_figure, loss_figure
-from explorer.defaults import APP_CELLS, APP_TOY, APP_TSV, ATTENTIONS, TASKS
-from explorer.defaults import TASK_TRAIN_DEFAULTS as TRAIN_DEFAULTS
+from explorer.defaults import TASKS
 from explorer.app.pages import common
 from explorer.data.tasks import TaskSpec, make_task
 from explorer.app.engine_link import engine_module
@@ -34,27 +33,27 @@ REFRESH_SECONDS = 2.0  # the live panel's refresh while training (each refresh t
 FOOTER_SECONDS = 5.0  # the server's training count refreshes this often
 MAX_SCORED = 1000  # held-out pairs scored at most (greedy decoding of 1,000 short sentences: seconds on one core)
 
-# Widget defaults per data source, from the app's recipes in explorer/defaults.py (where they differ from
-# the CLI's, the reason is written there). Toy: a 400-step cosine schedule that stops at 99 %. Translation:
-# the run length comes from the data ("as the data needs"), the model size too (the small model until a
-# file is uploaded, then defaults.translation_model for its pairs).
-TOY_STEPS = APP_TOY["steps"]
-_SMALL = defaults.SMALL_MODEL
-MODEL_SETTINGS = {
-    TOY: {key: APP_TOY[key] for key in ("cell", "embed", "hidden", "attn_dim", "layers", "bidirectional", "attention")},
-    TSV: {"cell": APP_TSV["cell"], "embed": _SMALL["embed"], "hidden": _SMALL["hidden"], "attn_dim": _SMALL["attn_dim"],
-          "layers": APP_TSV["layers"], "bidirectional": _SMALL["bidirectional"], "attention": APP_TSV["attention"]},
-}
-# Page-only widgets: the run's unit, the steps shown when the unit is steps (a translation run's steps come
-# from the data until the user picks a number), epochs, and whether to stop at a target.
-TRAIN_SETTINGS = {
-    TOY: {"unit": "steps", "steps": TOY_STEPS, "epochs": 10.0, "batch": APP_TOY["batch_size"],
-          "lr": APP_TOY["lr"], "teacher_forcing": APP_TOY["teacher_forcing"], "seed": APP_TOY["seed"],
-          "use_target": True, "target": 100 * APP_TOY["target_accuracy"], "curriculum": APP_TOY["curriculum"] > 0},
-    TSV: {"unit": "auto", "steps": 3000, "epochs": defaults.EPOCHS, "batch": APP_TSV["batch_size"],
-          "lr": APP_TSV["lr"], "teacher_forcing": APP_TSV["teacher_forcing"], "seed": APP_TSV["seed"],
-          "use_target": False, "target": 90.0, "curriculum": False},
-}
+# The settings' widgets (key "train_" + the setting's name): label, range, step and default per data source come
+# from explorer/settings.py, where every difference from the CLI is written with its reason.
+MODEL_WIDGETS = ("cell", "attention", "hidden", "embed", "attn_dim", "layers", "bidirectional")
+TRAIN_WIDGETS = ("steps", "batch_size", "lr", "seed", "teacher_forcing")
+# Page-only: the steps offered when a translation run's unit is steps (until then the data sets them), and the
+# target offered when "Stop at target" is ticked for one.
+TSV_STEPS, TSV_TARGET = 3000, 90.0
+
+
+def source_defaults(source: str) -> dict:
+    """Every model and training widget's value for a data source: the settings' defaults on the page; a
+    translation model is the small one until a file is uploaded (then defaults.translation_model for its pairs)."""
+    kind = settings.TOY if source == TOY else settings.TRANSLATION
+    values = {name: settings.setting(name).default(kind, app=True) for name in (*MODEL_WIDGETS, *TRAIN_WIDGETS)}
+    if source == TSV:
+        values.update({key: defaults.SMALL_MODEL[key] for key in ("embed", "hidden", "attn_dim")})
+    target = settings.setting("target_accuracy").default(kind, app=True)
+    return {**values, "unit": "steps" if source == TOY else "auto", "steps": values["steps"] or TSV_STEPS,
+            "epochs": defaults.EPOCHS, "use_target": target is not None,
+            "target": 100 * target if target is not None else TSV_TARGET,
+            "curriculum": settings.setting("curriculum").default(kind, app=True) > 0}
 
 
 # --- session plumbing ---------------------------------------------------------------------------
@@ -84,16 +83,15 @@ def current_job() -> jobs.TrainingJob | None:
     return st.session_state.get("train_job")
 
 
-SETUP_KEYS = ("task", "min_len", "max_len", "alphabet", "probe", "max_tokens", "min_freq", "base",
-              *MODEL_SETTINGS[TOY], *TRAIN_SETTINGS[TOY])
-DATA_DEFAULTS = {"task": "reverse", **defaults.TASK_LENGTHS, "probe": "", "base": NEW_MODEL,
-                 "max_tokens": defaults.TRANSLATION_DATA_DEFAULTS["max_tokens"],
-                 "min_freq": defaults.TRANSLATION_DATA_DEFAULTS["min_freq"]}
+DATA_DEFAULTS = {"task": "reverse", "probe": "", "base": NEW_MODEL,
+                 **{name: settings.setting(name).toy for name in ("min_len", "max_len", "alphabet", "max_tokens",
+                                                                  "min_freq")}}
+SETUP_KEYS = (*DATA_DEFAULTS, *source_defaults(TOY))
 
 
 def _defaults(source: str) -> None:
     """Put the defaults of a data source into the settings widgets (when the source changes)."""
-    for key, value in {**MODEL_SETTINGS[source], **TRAIN_SETTINGS[source]}.items():
+    for key, value in source_defaults(source).items():
         st.session_state[f"train_{key}"] = value
     st.session_state["train_probe"] = ""  # a probe of one kind of data does not suit the other
 
@@ -107,7 +105,7 @@ def setting(name: str):
     if name == "source":
         return TOY
     source = setting("source")
-    return {**DATA_DEFAULTS, **MODEL_SETTINGS[source], **TRAIN_SETTINGS[source]}[name]
+    return {**DATA_DEFAULTS, **source_defaults(source)}[name]
 
 
 def _init_state() -> None:
@@ -145,28 +143,23 @@ def _fmt_seconds(seconds: float | None) -> str:
 
 def _settings() -> tuple[dict, training.TrainConfig, float | None]:
     """Model options, training config, and (translation, when asked) epochs from the settings."""
-    names = ("source", *MODEL_SETTINGS[TOY], *TRAIN_SETTINGS[TOY])
+    names = ("source", *source_defaults(TOY))
     return train_settings({name: setting(name) for name in names}, _translation())
 
 
 def train_settings(values: dict, translation: bool) -> tuple[dict, training.TrainConfig, float | None]:
     """Model options, training config and epochs (translation, when asked) from the widgets' `values`; the
-    rest from the app's recipe (defaults.APP_TOY or APP_TSV)."""
-    recipe = APP_TSV if translation else APP_TOY
-    model_options = {"cell": values["cell"], "embed": int(values["embed"]), "hidden": int(values["hidden"]),
-                     "attn_dim": int(values["attn_dim"]), "layers": int(values["layers"]),
-                     "bidirectional": bool(values["bidirectional"]), "attention": values["attention"]}
+    rest from the settings' defaults on the page (explorer/settings.py)."""
+    recipe = settings.defaults_for(settings.TRANSLATION if translation else settings.TOY, app=True)
+    model_options = {name: settings.setting(name).kind(values[name]) for name in MODEL_WIDGETS}
     epochs = float(values["epochs"]) if translation and values["unit"] == "epochs" else None
     steps = int(values["steps"])
-    toy = values["source"] == TOY
-    cfg = training.TrainConfig(steps=steps, batch_size=int(values["batch"]), lr=float(values["lr"]),
-                      teacher_forcing=float(values["teacher_forcing"]), seed=int(values["seed"]),
-                      target_accuracy=float(values["target"]) / 100 if values["use_target"] else None,
-                      eval_every=jobs.eval_interval(steps, TRAIN_DEFAULTS["eval_every"]),
-                      eval_samples=recipe["eval_samples"], clip=recipe["clip"],
-                      label_smoothing=recipe["label_smoothing"],
-                      plateau_patience=APP_TOY["plateau_patience"] if toy else 0,
-                      curriculum=APP_TOY["curriculum"] if toy and values["curriculum"] else 0)
+    cfg = training.TrainConfig(**{name: settings.setting(name).kind(values[name]) for name in TRAIN_WIDGETS},
+                               target_accuracy=float(values["target"]) / 100 if values["use_target"] else None,
+                               eval_every=settings.app_eval_every(steps), eval_samples=recipe["eval_samples"],
+                               clip=recipe["clip"], label_smoothing=recipe["label_smoothing"],
+                               plateau_patience=recipe["plateau_patience"],
+                               curriculum=recipe["curriculum"] if values["curriculum"] else 0)
     return model_options, cfg, epochs
 
 
@@ -241,9 +234,9 @@ def _on_tsv() -> None:
         corpus = common.parsed_tsv(upload)
     except ExplorerError:
         return
-    pairs = round(len(corpus.pairs) * (1 - defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"]))
+    pairs = round(len(corpus.pairs) * (1 - settings.setting("valid_fraction").toy))
     for key, value in defaults.translation_model(pairs).items():
-        if key in MODEL_SETTINGS[TSV]:
+        if key in MODEL_WIDGETS:
             ss[f"train_{key}"] = value
 
 
@@ -372,10 +365,11 @@ def _setup_panel(running: bool) -> None:
                          help="copy: the diagonal; reverse: the anti-diagonal; sort: jumps; dates: field jumps")
             if ss["train_task"] != "dates":
                 lo, hi = st.columns(2)
-                lo.number_input("Shortest input", 1, LIMITS.max_seq_len, key="train_min_len", disabled=running)
-                hi.number_input("Longest input", 1, LIMITS.max_seq_len, key="train_max_len", disabled=running)
-                st.text_input("Alphabet", key="train_alphabet", max_chars=LIMITS.max_alphabet, disabled=running,
-                              help="the symbols inputs are made of (sort orders them this way)")
+                _number(lo, "min_len", running)
+                _number(hi, "max_len", running)
+                alphabet = settings.setting("alphabet")
+                st.text_input(alphabet.label, key="train_alphabet", max_chars=getattr(LIMITS, alphabet.limit),
+                              disabled=running, help=alphabet.help.removeprefix("toy tasks: "))
             st.text_input("Probe input", key="train_probe", disabled=running, placeholder=_probe_placeholder(),
                           help="the input whose attention map is snapshotted as training goes")
         else:
@@ -387,10 +381,10 @@ def _setup_panel(running: bool) -> None:
             _tsv_report()
             if base is None:
                 lo, hi = st.columns(2)
-                lo.number_input("Longest sentence (pieces)", 2, LIMITS.max_tokens, key="train_max_tokens",
-                                disabled=running, help="Sentences are read as subword pieces; longer pairs are skipped")
-                hi.number_input("Rarest piece learnt (count)", 1, 100, key="train_min_freq", disabled=running,
-                                help="The subword vocabulary learns a piece only if it occurs this often")
+                _number(lo, "max_tokens", running,
+                        help="Sentences are read as subword pieces; longer pairs are skipped")
+                _number(hi, "min_freq", running,
+                        help="The subword vocabulary learns a piece only if it occurs this often")
             st.text_input("Probe sentence", key="train_probe", disabled=running,
                           placeholder="a sentence from your file (default: the first one of 6–9 words)",
                           help="the sentence whose attention map is snapshotted as training goes")
@@ -399,15 +393,14 @@ def _setup_panel(running: bool) -> None:
         if base is not None:
             st.caption(f"{base.title}: its architecture and vocabularies are kept.")
         a, b = st.columns(2)
-        a.selectbox("Cell", APP_CELLS, key="train_cell", disabled=fixed)
-        b.selectbox("Score function", ATTENTIONS, key="train_attention", disabled=fixed,
-                    help="none = the plain encoder–decoder (one context vector, no attention)")
-        a.number_input("Hidden size", 4, LIMITS.max_hidden, key="train_hidden", step=16, disabled=fixed)
-        b.number_input("Embedding size", 2, LIMITS.max_embed, key="train_embed", step=16, disabled=fixed)
-        a.number_input("Attention size (q, k, v)", 2, LIMITS.max_attn_dim, key="train_attn_dim", step=16,
-                       disabled=fixed)
-        b.number_input("Layers", 1, LIMITS.max_layers, key="train_layers", disabled=fixed)
-        st.checkbox("Bidirectional encoder", key="train_bidirectional", disabled=fixed)
+        for where, name in ((a, "cell"), (b, "attention")):
+            s = settings.setting(name)
+            where.selectbox(s.label, s.app_choices or s.choices, key=f"train_{name}", disabled=fixed,
+                            help="none = the plain encoder–decoder (one context vector, no attention)"
+                            if name == "attention" else None)
+        for where, name in ((a, "hidden"), (b, "embed"), (a, "attn_dim"), (b, "layers")):
+            _number(where, name, fixed)
+        st.checkbox(settings.setting("bidirectional").label, key="train_bidirectional", disabled=fixed)
     with train_col:
         st.markdown("**Training**")
         if ss["train_source"] == TSV:
@@ -421,36 +414,45 @@ def _setup_panel(running: bool) -> None:
             planned = _planned_steps() if base is None else None
             if planned is not None:
                 ss["train_steps"] = planned
-                a.number_input("Steps (planned)", 1, LIMITS.max_steps, key="train_steps", disabled=True,
-                               help="set by the data (see Train for): fewer when long pairs are left out, "
-                                    "and the run stops sooner once validation stops improving")
+                _number(a, "steps", True, label="Steps (planned)", step=None,
+                        help="set by the data (see Train for): fewer when long pairs are left out, "
+                             "and the run stops sooner once validation stops improving")
             else:
                 a.text_input("Steps", "set by the data", key="train_steps_auto", disabled=True,
                              help="set by the data once a file is uploaded: see Train for")
         elif ss["train_source"] == TSV and ss["train_unit"] == "epochs":
-            a.number_input("Epochs", 0.1, 1000.0, key="train_epochs", step=1.0, disabled=running)
+            _number(a, "epochs", running)
         else:
-            a.number_input("Steps", 1, LIMITS.max_steps, key="train_steps", step=500, disabled=running)
-        b.number_input("Batch size", 1, LIMITS.max_batch, key="train_batch", step=16, disabled=running)
-        a.number_input("Learning rate", 1e-5, 1.0, key="train_lr", format="%.4f", step=1e-3, disabled=running)
-        b.number_input("Seed", 0, 2**31 - 1, key="train_seed", disabled=running)
-        st.slider("Teacher forcing ratio", 0.0, 1.0, key="train_teacher_forcing", step=0.05, disabled=running,
-                  help="how often the decoder is fed the true previous token instead of its own guess")
+            _number(a, "steps", running)
+        _number(b, "batch_size", running)
+        _number(a, "lr", running, format="%.4f")
+        _number(b, "seed", running)
+        forcing = settings.setting("teacher_forcing")
+        st.slider(forcing.label, *forcing.bounds(LIMITS, app=True), key="train_teacher_forcing", step=forcing.step,
+                  disabled=running, help="how often the decoder is fed the true previous token instead of its own guess")
         if ss["train_source"] == TOY and ss.get("train_task") != "dates":  # dates have no length to grow
-            st.checkbox("Short inputs first", key="train_curriculum", disabled=running,
+            st.checkbox(settings.setting("curriculum").label, key="train_curriculum", disabled=running,
                         help=f"a length curriculum: the longest training input grows from the shortest length to the "
-                             f"longest over the first {TRAIN_DEFAULTS['curriculum']} steps (at most half the run); "
+                             f"longest over the first {settings.setting('curriculum').toy} steps (at most half the run); "
                              "validation always uses every length. It reaches a target sooner")
         # One below the other: side by side in this third of the page, the label read "Stop …" at 1300 px.
-        st.checkbox("Stop at target", key="train_use_target", disabled=running,
+        st.checkbox(settings.setting("target_accuracy").label, key="train_use_target", disabled=running,
                     help="stop as soon as validation exact match reaches the target. Validation runs every "
-                         f"{TRAIN_DEFAULTS['eval_every']} steps, and sooner when a training batch is already exactly "
+                         f"{settings.setting('eval_every').toy} steps, and sooner when a training batch is already exactly "
                          "right as often as the target asks")
         st.number_input("Target exact match (%)", 1.0, 100.0, key="train_target", step=0.5,
                         disabled=running or not ss["train_use_target"], label_visibility="collapsed")
     st.button("Start training", key="train_start", type="primary", on_click=_start, disabled=running,
               help="trains a new model (or a copy of the one to start from); models you trained before stay in "
                    "this session")
+
+
+def _number(where, name: str, disabled: bool, label: str | None = None, **kw) -> None:
+    """A setting's number box (key "train_" + its name): its label, its range on the page within the server's
+    limits and its step, from explorer/settings.py."""
+    s = settings.setting(name)
+    kw.setdefault("step", s.step)
+    where.number_input(label or s.label, *s.bounds(LIMITS, app=True), key=f"train_{name}", disabled=disabled, **kw)
 
 
 def _probe_placeholder() -> str:
@@ -484,7 +486,7 @@ def _tsv_report() -> None:
 
 def _training_pairs(pairs: int) -> int:
     """The training split of a file of `pairs` pairs (corpus.split_pairs' rule: at least one held out)."""
-    fraction = defaults.TRANSLATION_DATA_DEFAULTS["valid_fraction"]
+    fraction = settings.setting("valid_fraction").toy
     held_out = min(max(round(pairs * fraction), 1 if pairs >= 2 else 0), max(pairs - 1, 0))
     return pairs - held_out
 
@@ -499,7 +501,7 @@ def _planned_steps() -> int | None:
         corpus = common.parsed_tsv(upload)
     except ExplorerError:
         return None
-    steps = defaults.translation_steps(_training_pairs(len(corpus.pairs)), int(setting("batch")))
+    steps = defaults.translation_steps(_training_pairs(len(corpus.pairs)), int(setting("batch_size")))
     return min(steps, LIMITS.max_steps)
 
 
