@@ -3,7 +3,8 @@ decoder state sₜ closest to the one being looked at (Seq2Seq-Vis's neighbour v
 
 The index holds the states of a fixed sample of source/target pairs: for toy tasks a seeded sample of the
 task (the distribution the model was trained on), for translation the validation pairs the checkpoint
-keeps under "examples" (none kept: no index, and the page says so). Decoder states are teacher-forced on
+keeps under "examples" (none kept: no index, and the page says so): a translation model's training pairs are
+not shipped with the app, so they are not searched, and the page says what was. Decoder states are teacher-forced on
 each pair's target, exactly as Explore's teacher-forced mode traces them (one batched call of the same
 step function), so a neighbour's link opens that very state. Search is exact Euclidean distance in numpy
 (one matrix-vector product over a few thousand rows): no approximate-search library pays at this size.
@@ -93,7 +94,8 @@ def sample_pairs(bundle: ModelBundle, n: int = SAMPLE, seed: int = SEED) -> tupl
         if not pairs:
             raise ExplorerError(f"{bundle.name} keeps no example pairs in its checkpoint (metadata key "
                                 "\"examples\"), so there is nothing to search for neighbours")
-        return pairs, f"{len(pairs)} validation pairs kept in the checkpoint"
+        return pairs, (f"the {len(pairs)} validation pairs kept in the checkpoint (not its training pairs: those "
+                       "are not shipped with the app)")
     examples = task.sample(random.Random(seed), n)
     pairs = [(task.detokenize(list(e.source)), bundle.detokenize_target(list(e.target))) for e in examples]
     return pairs, f"{n} examples of the {task.spec.name} task (a fixed seeded sample, like its training data)"
