@@ -19,7 +19,8 @@ from explorer.errors import ExplorerError
 from explorer.app.figures import attention as fa
 from explorer.app.figures import steps as fs
 from explorer.app.figures import vectors as fv
-from explorer.app.figures.style import FONT_SIZE, figure_html, plotly_config, styled, symmetric_range, token_labels
+from explorer.app.figures.style import (FONT_SIZE, PRESENTER_MIN_SIZE, figure_html, plotly_config, presented, styled,
+                                        symmetric_range, token_labels)
 from explorer.engine.projection import fit_pca, project_queries_keys
 from explorer.engine.trace import Intervention, trace
 
@@ -121,6 +122,30 @@ def test_no_attention_figures_say_so(plain_trace):
                 fv.query_figure(plain_trace, 0), fv.query_key_space(plain_trace, 0)):
         assert not fig.data
         assert "no attention" in fig.layout.annotations[0].text
+
+
+def test_presenter_copies_are_the_validated_figures_with_larger_type(copy_trace):
+    """presented() skips plotly's validators (for speed): what it returns must serialise exactly as a validated
+    copy of the same spec, every font at least PRESENTER_MIN_SIZE, and the original must stay as it was."""
+    for fig in (fa.attention_heatmap(copy_trace, 1), fa.weights_bar(copy_trace, 1), fa.context_sum(copy_trace, 1),
+                fs.output_distribution(copy_trace, 1), fv.query_key_space(copy_trace, 1)):
+        before = fig.to_json()
+        shown = presented(fig)
+        assert json.loads(shown.to_json()) == json.loads(go.Figure(shown.to_plotly_json()).to_json())
+        assert fig.to_json() == before
+        sizes = []
+
+        def walk(node, in_font=False):
+            if isinstance(node, dict):
+                for key, value in node.items():
+                    if in_font and key == "size" and isinstance(value, (int, float)):
+                        sizes.append(value)
+                    walk(value, key.endswith("font"))
+            elif isinstance(node, list):
+                for item in node:
+                    walk(item, in_font)
+        walk(json.loads(shown.to_json()))
+        assert sizes and min(sizes) >= PRESENTER_MIN_SIZE
 
 
 # --- one step ------------------------------------------------------------------------------------
