@@ -179,11 +179,16 @@ def test_the_score_twins_heatmaps_stay_readable_at_1024_px(server):
 
 
 def test_presenter_chart_labels_are_large(server):
-    """Bar labels, ticks and markers in the charts of a step with a what-if, at their drawn size (α's bar labels
-    drew at 12.5 px, the "masked" marker at 6.6 px, ŷ's probabilities at 11.4 px)."""
+    """Bar labels, ticks and markers in every chart of a step with a what-if, of Compare and of Learn's
+    attention section, at their drawn size (α's bar labels drew at 12.5 px, the "masked" marker at 6.6 px,
+    ŷ's probabilities at 11.4 px)."""
+    small = []
     with chromium(1024, 4000) as page:  # tall: every chart of the page drawn in one screen
-        open_app(page, server, "?model=reverse&input=31415926&step=3&mask=3&present=1")
-        wait_charts(page)
-        assert page.locator(".st-key-explore_fig_weights .bartext").count() >= 2, "α's bars carry their labels"
-        small = page.evaluate(SMALL_CHART_TEXT)
-        assert not small, small
+        for view in ("?model=reverse&input=31415926&step=3&mask=3&present=1", "compare?present=1",
+                     "learn?section=6&present=1"):
+            open_app(page, server, view)
+            wait_charts(page)
+            if view.startswith("?"):
+                assert page.locator(".st-key-explore_fig_weights .bartext").count() >= 2, "α's bars are labelled"
+            small += [f"{view}: {text}" for text in page.evaluate(SMALL_CHART_TEXT)]
+    assert not small, small
