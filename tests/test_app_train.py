@@ -579,3 +579,16 @@ def test_the_pairs_left_out_for_length_are_said_on_the_page_as_on_the_command_li
     started.join(30)
     at.run()
     assert any(w.value == "1 of 301 pairs left out: longer than 40 pieces could hold (line 301)" for w in at.warning)
+
+
+def test_the_lines_training_skipped_are_said_with_the_files_name():
+    at = train_page()
+    at.radio(key="train_source").set_value("Translation (your TSV file)").run()
+    at.file_uploader(key="train_tsv").set_value(("mine.tsv", PIG + b"no tab here\n", "text/plain")).run()
+    at.button(key="train_start").click().run()
+    started = prepared(at)
+    started.stop()
+    started.join(30)
+    at.run()
+    note = "1 line of mine.tsv skipped: 1 expected 2 or 3 tab-separated columns, found 1 (line 301)"
+    assert started.notes == [note] and any(w.value == note for w in at.warning)

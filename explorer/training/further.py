@@ -18,7 +18,8 @@ from explorer.training.train import TrainConfig, task_config
 
 def further_job(bundle: ModelBundle, name: str, cfg: TrainConfig, tsv: bytes | None = None,
                 probe: str | None = None, publish: Callable[[ModelBundle], None] | None = None,
-                limits: Limits = LIMITS, auto: bool = False, epochs: float | None = None) -> TrainingJob:
+                limits: Limits = LIMITS, auto: bool = False, epochs: float | None = None,
+                file_name: str = "upload") -> TrainingJob:
     """A (not yet started) job training a private copy of `bundle`, named `name`, with `cfg` (its
     optimizer starts afresh; the architecture and vocabularies are the bundle's), in a process of its own
     (jobs.TrainingJob): `bundle` itself is never touched. Translation: `auto` sizes the run from the file
@@ -47,7 +48,8 @@ def further_job(bundle: ModelBundle, name: str, cfg: TrainConfig, tsv: bytes | N
         if probe is not None:
             check_text(probe, "input")  # its pieces are checked there
         probe_text, tokens = probe or "", bundle.model.cfg.max_src_len
-        recipe = job_process.Recipe(name, {}, tsv=tsv, seed=cfg.seed, weights=checkpoint.to_bytes(copy))
+        recipe = job_process.Recipe(name, {}, tsv=tsv, seed=cfg.seed, weights=checkpoint.to_bytes(copy),
+                                    file_name=file_name)
         plan = job_process.Plan(auto=auto, epochs=epochs, max_steps=limits.max_steps)
     job = TrainingJob(recipe, copy, cfg, probe_text, probe=probe, publish=publish, plan=plan)
     job.memory = job_memory(copy, cfg, len(tsv or b""), tokens)

@@ -46,6 +46,7 @@ class Recipe:
     min_freq: int = 1
     seed: int = 0
     weights: bytes | None = None  # a toy-task model to train further (checkpoint bytes) instead of a fresh one
+    file_name: str = "upload"  # the uploaded file's name, as the notes on its skipped lines say it
 
     def build(self):
         """(bundle, data source): the same in every process, from the seed (or the given weights)."""
@@ -65,7 +66,7 @@ class Recipe:
                 return bundle, make_task(bundle.task), []
             from explorer.training.further_data import pair_data  # a saved translation model on a (new) file of pairs
             from explorer.training.recipes import pick_examples
-            data, held_out = pair_data(bundle, self.tsv, self.seed, note=note)
+            data, held_out = pair_data(bundle, self.tsv, self.seed, note=note, name=self.file_name)
             bundle.examples = pick_examples(bundle, held_out) or bundle.examples  # Explore's, from this file
             return bundle, data, held_out
         if self.spec is not None:
@@ -73,7 +74,7 @@ class Recipe:
             bundle, task = new_task_bundle(self.spec, self.name, seed=self.seed, **self.model_options)
             return bundle, task, []
         from explorer.training.recipes import translation_setup
-        return translation_setup(self.tsv, self.name, self.model_options, seed=self.seed,
+        return translation_setup(self.tsv, self.name, self.model_options, seed=self.seed, file_name=self.file_name,
                                  max_tokens=self.max_tokens, min_freq=self.min_freq, note=note)
 
 

@@ -72,8 +72,9 @@ def bundle_job(bundle: ModelBundle, cfg: TrainConfig, probe: str | None = None,
 def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: TrainConfig,
                     epochs: float | None = None, max_tokens: int = 40, min_freq: int = 2,
                     publish: Callable[[ModelBundle], None] | None = None,
-                    limits: Limits = LIMITS, probe: str | None = None, auto: bool = False) -> TrainingJob:
-    """A (not yet started) job training a fresh translation model on uploaded TSV bytes.
+                    limits: Limits = LIMITS, probe: str | None = None, auto: bool = False,
+                    file_name: str = "upload") -> TrainingJob:
+    """A (not yet started) job training a fresh translation model on uploaded TSV bytes (named `file_name`).
 
     Only what needs no look at the data is checked here; the file is parsed, its tokenizers trained and the
     model made in the job's own process (job_process.py), which holds a training slot meanwhile: the page can
@@ -91,7 +92,7 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
     if probe is not None:
         check_text(probe, "input")  # its pieces are checked once the tokenizers exist
     recipe = job_process.Recipe(name, dict(model_options), tsv=tsv, max_tokens=max_tokens, min_freq=min_freq,
-                                seed=cfg.seed)
+                                seed=cfg.seed, file_name=file_name)
     plan = Plan(auto=auto, epochs=epochs, max_steps=limits.max_steps)
     job = TrainingJob(recipe, None, cfg, probe or "", probe=probe, publish=publish, name=name, plan=plan)
     # the file's parse is the big cost, then the largest model these options can make: counted before it starts

@@ -105,7 +105,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
                       extra: Sequence[tuple[str, str]] = (), extra_repeat: int = 1,
                       subword_dropout: float = DATA_DEFAULTS["subword_dropout"],
                       augment: float = DATA_DEFAULTS["augment"],
-                      note: Callable[[str], None] | None = None,
+                      note: Callable[[str], None] | None = None, file_name: str | None = None,
                       ) -> tuple[ModelBundle, PairData, list[tuple[str, str]]]:
     """A fresh translation model and its data from a TSV file (or uploaded bytes).
 
@@ -119,13 +119,13 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     at that rate (data/robust.Variation: no final punctuation, lower case, other names and numbers).
     A side too long to fit `max_tokens` pieces is left out before any tokenizer is trained (its cost grows
     faster than the line). `note` hears, one line each, which lines were skipped or left out and why, and a
-    warning when few pairs are left to train on.
+    warning when few pairs are left to train on, naming uploaded bytes `file_name` (default: the model's name).
     Returns the bundle, the id pairs for training/validation, and the kept validation pairs as the file's
     text (for BLEU)."""
     from explorer.data.corpus import guess_language, load_tsv, load_tsv_bytes, short_pairs, split_pairs
     from explorer.data.robust import Variation
     from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_source, prepare_text
-    corpus = load_tsv_bytes(path, name=name) if isinstance(path, bytes) else load_tsv(path)
+    corpus = load_tsv_bytes(path, name=file_name or name) if isinstance(path, bytes) else load_tsv(path)
     say = note or (lambda _text: None)
     if corpus.skipped:
         say(corpus.skipped_note())

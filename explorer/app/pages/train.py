@@ -204,7 +204,8 @@ def _start() -> None:
             name = models.unique_name(f"{stem}-trained", taken)
             job = jobs.translation_job(upload.getvalue(), name, model_options, cfg, epochs=epochs,
                                        max_tokens=int(setting("max_tokens")), min_freq=int(setting("min_freq")),
-                                       publish=models.put, probe=probe, auto=setting("unit") == "auto")
+                                       publish=models.put, probe=probe, auto=setting("unit") == "auto",
+                                       file_name=upload.name)
         registry().admit(_session_id(), job)
         job.start()
         ss["train_job"] = job
@@ -221,7 +222,8 @@ def _further_job(base, cfg: training.TrainConfig, upload, probe: str | None, mod
     name = models.unique_name(f"{base.name.removesuffix('-trained')}-more", taken)
     return further_job(base, name, cfg, tsv=upload.getvalue() if upload is not None else None, probe=probe,
                        publish=models.put, auto=base.kind == "translation" and setting("unit") == "auto",
-                       epochs=float(setting("epochs")) if setting("unit") == "epochs" else None)
+                       epochs=float(setting("epochs")) if setting("unit") == "epochs" else None,
+                       file_name=upload.name if upload is not None else "upload")
 
 
 def _on_tsv() -> None:
