@@ -51,6 +51,14 @@ def test_any_ordinary_text_is_spelt_without_unk_and_reads_back(tok: SubwordToken
     assert tok.detokenize(pieces) == text
 
 
+def test_tokenize_many_is_tokenize_of_each_text(tok: SubwordTokenizer) -> None:
+    """A file's pairs are tokenized in one batch (the library's threads); the pieces are tokenize's."""
+    texts = ["the cat sat.", "", "Unseen wörds, 漢字 and 🙂!", "a  b\tc", "<pad> <0x41>"] * 3
+    assert tok.tokenize_many(texts) == [tok.tokenize(t) for t in texts]
+    with pytest.raises(ExplorerError):
+        tok.tokenize_many(["fine", "\udc80"])
+
+
 def test_typed_special_names_are_only_text(tok: SubwordTokenizer) -> None:
     pieces = tok.tokenize("<pad> <eos> <0x41>")
     assert not set(pieces) & set(SPECIALS)

@@ -353,15 +353,16 @@ def filter_pairs(pairs: Iterable[tuple[str, str]], src_tok: Splits, tgt_tok: Spl
 def short_pairs(pairs: Iterable[tuple[str, str]], src_tok: Splits, tgt_tok: Splits, max_src_len: int,
                 max_tgt_len: int) -> list[tuple[tuple[str, str], tuple[list[str], list[str]]]]:
     """`filter_pairs`' pairs, each as its text beside its tokens (a sampled tokenisation starts from the text)."""
-    out: list[tuple[tuple[str, str], tuple[list[str], list[str]]]] = []
-    for source, target in pairs:
-        src = src_tok.tokenize(source)
-        if not 1 <= len(src) <= max_src_len:
-            continue
-        tgt = tgt_tok.tokenize(target)
-        if 1 <= len(tgt) <= max_tgt_len:
-            out.append(((source, target), (src, tgt)))
-    return out
+    pairs = list(pairs)
+    sources, targets = (_tokenized(tok, [p[i] for p in pairs]) for i, tok in ((0, src_tok), (1, tgt_tok)))
+    return [((source, target), (src, tgt)) for (source, target), src, tgt in zip(pairs, sources, targets)
+            if 1 <= len(src) <= max_src_len and 1 <= len(tgt) <= max_tgt_len]
+
+
+def _tokenized(tok: Splits, texts: list[str]) -> list[list[str]]:
+    """Each text's tokens: in one batch where the tokenizer has one (subwords: the library's threads)."""
+    many = getattr(tok, "tokenize_many", None)
+    return many(texts) if many is not None else [tok.tokenize(t) for t in texts]
 
 
 def split_pairs(items: Sequence[T], valid_fraction: float, seed: int) -> tuple[list[T], list[T]]:
