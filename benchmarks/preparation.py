@@ -19,9 +19,11 @@ limit: sides of 150 words of 31 letters).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -36,8 +38,9 @@ AIM_SECONDS = 30.0
 
 
 def zipf_words(rng: random.Random, n: int = 20_000) -> tuple[list[str], list[float]]:
+    """`n` made-up words and their cumulative Zipf weights (for random.choices' cum_weights)."""
     words = ["".join(rng.choice(LETTERS) for _ in range(rng.randint(2, 10))) for _ in range(n)]
-    return words, [1 / (rank + 1) for rank in range(n)]
+    return words, list(itertools.accumulate(1 / (rank + 1) for rank in range(n)))
 
 
 def short_sentences(size: int, seed: int = 0) -> bytes:
@@ -46,8 +49,8 @@ def short_sentences(size: int, seed: int = 0) -> bytes:
     words, weights = zipf_words(rng)
     lines, total = [], 0
     while total < size:
-        src = " ".join(rng.choices(words, weights, k=rng.randint(3, 12)))
-        tgt = " ".join(rng.choices(words, weights, k=rng.randint(3, 12)))
+        src = " ".join(rng.choices(words, cum_weights=weights, k=rng.randint(3, 12)))
+        tgt = " ".join(rng.choices(words, cum_weights=weights, k=rng.randint(3, 12)))
         line = f"{src}\t{tgt}\n".encode()
         lines.append(line)
         total += len(line)
@@ -83,8 +86,9 @@ def one_huge_line(seed: int = 3) -> bytes:
     """The issue's file: 400 usual pairs and one line of 5 MB."""
     rng = random.Random(seed)
     words, weights = zipf_words(rng, 2_000)
-    pairs = [f"{' '.join(rng.choices(words, weights, k=6))}\t{' '.join(rng.choices(words, weights, k=6))}"
-             for _ in range(400)]
+    def sentence() -> str:
+        return " ".join(rng.choices(words, cum_weights=weights, k=6))
+    pairs = [f"{sentence()}\t{sentence()}" for _ in range(400)]
     pairs.insert(200, "x" * (5 * 1024 * 1024) + "\ty")
     return ("\n".join(pairs) + "\n").encode()
 
@@ -99,27 +103,46 @@ CASES = {  # name: (file maker, where (cli, app), max tokens on the CLI)
 }
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process (Linux /proc), None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def time_cli(path: Path, max_tokens: int | None, timeout: float) -> dict:
-    """Seconds from starting `train` to its "training on" line; its notes."""
+    """Seconds (wall, and the process's CPU) from starting `train` to its "training on" line, or to its exit when
+    it refuses the file; its notes."""
     out = Path(tempfile.mkdtemp()) / "m"
     args = [sys.executable, "-m", "explorer", "train", "--data", str(path), "--steps", "1", "--embed", "8",
             "--hidden", "16", "--attn-dim", "8", "--batch-size", "8", "--threads", "1", "--processes", "1",
             "--out", str(out), *(["--max-tokens", str(max_tokens)] if max_tokens else [])]
     started = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     run = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    notes, seconds = [], None
+    notes, outcome = [], "timed out"
     try:
         for line in run.stderr:
             if line.startswith("training on"):
-                seconds = time.perf_counter() - started
+                outcome = "prepared"
                 break
             notes.append(line.strip()[:300])
+            if line.startswith("error:"):
+                outcome = "refused"
+                break
             if time.perf_counter() - started > timeout:
                 break
+        else:
+            outcome = "ended"
+        seconds = time.perf_counter() - started
     finally:
         run.kill()
         run.wait()
-    return {"seconds": None if seconds is None else round(seconds, 2), "notes": notes}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return {"outcome": outcome, "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2), "notes": notes}
 
 
 def time_app(data: bytes, timeout: float) -> dict:
@@ -140,7 +163,10 @@ def time_app(data: bytes, timeout: float) -> dict:
                                        TrainConfig(steps=1, batch_size=8, eval_samples=8), auto=False)
     started = time.perf_counter()
     job.start()
+    cpu = None
     while job.view().preparing:
+        pid = job.pid
+        cpu = cpu_seconds(pid) if pid is not None else cpu
         if time.perf_counter() - started > timeout:
             break
         time.sleep(0.05)
@@ -149,8 +175,8 @@ def time_app(data: bytes, timeout: float) -> dict:
     job.stop()
     job.join(30)
     return {"upload_check_seconds": round(parse, 2), "upload_check": check,
-            "job_prepared_seconds": round(prepared, 2) if state != "failed" else None,
-            "job_state": state, "job_message": message[:300], "notes": job.notes}
+            "job_seconds": round(prepared, 2), "job_cpu_seconds_by_its_last_look": cpu,
+            "job_outcome": "refused" if state == "failed" else "prepared", "job_state": state, "job_message": message[:300], "notes": job.notes}
 
 
 def main() -> None:
