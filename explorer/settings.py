@@ -81,11 +81,12 @@ class Setting:
             hi = self.app_hi if self.app_hi is not None else hi
         return lo, hi
 
-    def check(self, value: Any, what: str | None = None, limits: Limits | None = None) -> Any:
+    def check(self, value: Any, what: str | None = None, limits: Limits | None = None, optional: bool = True) -> Any:
         """`value` normalised (numpy's ints become int, ints float for a rate), else ExplorerError naming
-        `what` (default: the field's name) and what the setting may be; None passes where the default is."""
+        `what` (default: the field's name) and what the setting may be; None passes when `optional` (not given:
+        the default or the data decides)."""
         what = what or self.name
-        if value is None:
+        if value is None and optional:
             return None
         if self.kind is bool:
             if not isinstance(value, bool):
@@ -207,7 +208,8 @@ SETTINGS: tuple[Setting, ...] = (
             lo=0.0, hi=1.0, lo_open=True, label="Stop at target", app_toy=0.99,
             why="the page stops a toy run at 99% validation exact match (with the 400 steps above); the CLI "
                 "has no target (docs/CLI.md)"),
-    Setting("max_seconds", float, "train", "stop after this much training time (default: no limit)", None, lo=0.0, lo_open=True),
+    Setting("max_seconds", float, "train", "stop after this much training time (0: after the first step; default: "
+            "no limit)", None, lo=0.0),
     Setting("eval_every", int, "train", "steps between validations", 25, None,
             f"about {defaults.EVALUATIONS_PER_RUN} a run, at most every {defaults.MAX_EVAL_EVERY:,} steps", lo=1,
             limit="max_steps"),
@@ -244,15 +246,15 @@ def given(values: Mapping[str, Any] | Any, names: Iterable[str]) -> dict[str, An
     return {name: get(name) for name in names if get(name) is not None}
 
 
-def problems(values: Mapping[str, Any], names: Iterable[str], limits: Limits | None = None,
+def problems(values: Mapping[str, Any], names: Iterable[str], optional: Iterable[str] = (),
              overrides: Mapping[str, Setting] | None = None) -> tuple[dict[str, Any], list[str]]:
-    """The `names` of `values` checked against their settings: the normalised values and every problem,
-    for a config that reports them all at once (ModelConfig, TrainConfig)."""
+    """The `names` of `values` checked against their settings (None only for the `optional` ones): the
+    normalised values and every problem, for a config that reports them all at once (ModelConfig, TrainConfig)."""
     checked, found = {}, []
     for name in names:
         s = (overrides or {}).get(name, BY_NAME[name])
         try:
-            checked[name] = s.check(values[name], name, limits)
+            checked[name] = s.check(values[name], name, optional=name in optional)
         except ExplorerError as exc:
             found.append(str(exc))
     return checked, found

@@ -326,11 +326,11 @@ def test_model_config_round_trips_through_a_dict():
 @pytest.mark.parametrize("options, message", [
     ({"cell": "transformer"}, "cell must be one of rnn, gru, lstm, unshared"),
     ({"attention": "cosine"}, "attention must be one of none, dot, scaled_dot, additive"),
-    ({"hidden": 0}, "hidden must be at least 1"),
+    ({"hidden": 0}, "hidden must be between 1 and 8,192, got 0"),
     ({"src_vocab": 0}, "src_vocab must be at least 1"),
-    ({"layers": 0}, "layers must be at least 1"),
-    ({"max_src_len": 0}, "max_src_len must be at least 1"),
-    ({"attn_dim": 0}, "attn_dim must be at least 1"),
+    ({"layers": 0}, "layers must be between 1 and 16, got 0"),
+    ({"max_src_len": 0}, "max_src_len must be between 1 and 4,096, got 0"),
+    ({"attn_dim": 0}, "attn_dim must be between 1 and 8,192, got 0"),
     ({"cell": "unshared", "layers": 2}, "the unshared RNN has one layer and one direction"),
     ({"cell": "unshared", "bidirectional": True}, "the unshared RNN has one layer and one direction"),
     ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
@@ -339,7 +339,7 @@ def test_model_config_round_trips_through_a_dict():
     ({"hidden": 32.5}, "hidden must be a whole number"),
     ({"layers": True}, "layers must be a whole number"),
     ({"bidirectional": "yes"}, "bidirectional must be true or false"),
-    ({"dropout": "0.1"}, "dropout must be a number"),
+    ({"dropout": "0.1"}, "dropout must be a finite number"),
 ])
 def test_model_config_rejects_impossible_settings(options, message):
     with pytest.raises(ExplorerError, match=message):

@@ -206,3 +206,41 @@ def test_a_tsv_trains_alike_on_the_cli_and_on_the_train_page(pairs):
     app_cfg = jobs.automatic_length(app_cfg, pairs, jobs.LIMITS)
     assert model_config({**sized, **cli_model}) == model_config({**sized, **app_model})
     assert asdict(cli_cfg) == asdict(app_cfg)
+
+
+def shipped_info(name: str) -> dict:
+    """The readable config of a shipped checkpoint, as its safetensors header holds it."""
+    import json
+    import struct
+    raw = (Path(__file__).resolve().parent.parent / "pretrained" / f"{name}.safetensors").read_bytes()
+    size = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(json.loads(raw[8:8 + size])["__metadata__"]["explorer"])
+
+
+@pytest.mark.parametrize("flag, value, part", [
+    ("--dropout", 1.0, "model"), ("--hidden", 0, "model"), ("--cell", "transformer", "model"),
+    ("--lr", 5.0, "training"), ("--valid-fraction", 1.0, "training"), ("--seed", -1, "training"),
+    ("--batch-size", 5000, "training"), ("--augment", 1.0, "training"), ("--eval-samples", 0, "training"),
+])
+def test_a_bad_value_is_refused_in_the_same_words_by_the_cli_and_the_checkpoint_header(flag, value, part, capsys,
+                                                                                        tmp_path):
+    from explorer.checkpoints.header import check_info
+    s = settings.setting(flag[2:].replace("-", "_"))
+    info = shipped_info("copy")
+    info.setdefault(part, {})[s.name] = value
+    with pytest.raises(ExplorerError) as refused:
+        check_info(info)
+    name = s.name if part == "model" else f"training.{s.name}"
+    assert str(refused.value).startswith(name + " ")
+    header_words = str(refused.value).removeprefix(name)
+    if s.choices:  # argparse refuses a name that is no choice first; the setting's own check says the header's words
+        with pytest.raises(ExplorerError) as cli_refused:
+            s.check(value, flag, CLI_LIMITS)
+        assert str(cli_refused.value).removeprefix(flag) == header_words
+        return
+    assert main(["train", "--task", "copy", "--out", str(tmp_path / "x"), flag, str(value)]) == 2
+    cli_words = capsys.readouterr().err.removeprefix(f"error: {flag}").rstrip("\n")
+    if s.limit is None:
+        assert cli_words == header_words
+    else:  # the CLI caps a run below what a checkpoint may hold: the same words, its own bound
+        assert cli_words.split(" between ")[0] == header_words.split(" between ")[0]

@@ -404,13 +404,14 @@ def test_validation_data_is_fixed_by_the_seed_and_batches_are_fresh():
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"steps": 0}, "steps must be at least 1"),
-    ({"batch_size": 0}, "batch size must be 1–4096"),
-    ({"lr": 0}, r"learning rate must be in \(0, 1\]"),
-    ({"teacher_forcing": 1.5}, r"teacher forcing ratio must be in \[0, 1\]"),
-    ({"target_accuracy": 0}, r"target accuracy must be in \(0, 1\]"),
-    ({"eval_every": 0}, "evaluation interval and size must be positive"),
-    ({"curriculum": -1}, "curriculum's length in steps cannot be negative"),
+    ({"steps": 0}, "steps must be at least 1, got 0"),
+    ({"batch_size": 0}, "batch_size must be between 1 and 4,096, got 0"),
+    ({"lr": 0}, r"lr must be in \(0, 1\], got 0"),
+    ({"teacher_forcing": 1.5}, r"teacher_forcing must be in \[0, 1\], got 1.5"),
+    ({"target_accuracy": 0}, r"target_accuracy must be in \(0, 1\], got 0"),
+    ({"eval_every": 0}, "eval_every must be at least 1, got 0"),
+    ({"curriculum": -1}, "curriculum must be at least 0, got -1"),
+    ({"steps": None}, "steps must be a whole number, got None"),
 ])
 def test_train_config_rejects_impossible_settings(options, message):
     with pytest.raises(ExplorerError, match=message):

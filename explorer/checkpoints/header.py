@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from explorer.errors import ExplorerError
-from explorer.settings import LANGUAGE, MAX_LAYERS, MAX_SIZE, MAX_TEXT_CHARS, MAX_VOCAB, check_text_field
+from explorer import settings
+from explorer.settings import LANGUAGE, MAX_TEXT_CHARS, MAX_VOCAB, check_text_field
 from explorer.outside_text import valid_strings
 from explorer.engine.config import MAX_LENGTH, ModelConfig
 from explorer.data.tasks import DATE_MAX_SOURCE_LEN, ISO_LEN, TaskSpec, make_task
@@ -121,11 +122,13 @@ def _check_record(record: Any, field: str, nested: bool) -> dict[str, Any]:
 
 
 def _check_training(record: Any) -> dict[str, Any]:
+    """The training record: each setting it holds within the setting's bounds (explorer/settings.py; None where
+    the data decided, "auto" for a vocabulary sized by the data), the run's counts whole numbers >= 0."""
     training = _check_record(record, "training", nested=False)
-    fraction = training.get("valid_fraction")
-    if fraction is not None and (isinstance(fraction, (bool, str, list)) or not 0 <= fraction < 1):
-        _fail(f"training.valid_fraction must be a number in [0, 1), got {fraction!r}")
-    for key in ("seed", "steps_done", "examples", "max_tokens", "min_freq", "steps", "batch_size"):
+    for key, value in training.items():
+        if key in settings.BY_NAME and value is not None and not (key == "vocab_size" and value == "auto"):
+            settings.setting(key).check(value, f"training.{key}")
+    for key in ("steps_done", "examples"):
         value = training.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             _fail(f"training.{key} must be a whole number >= 0, got {value!r}")
@@ -156,9 +159,8 @@ def _check_vocab(tokens: Any, field: str) -> Vocab:
 def _check_config(model: Any) -> ModelConfig:
     if not isinstance(model, dict):
         _fail(f"model must be an object, got {type(model).__name__}")
-    cfg = ModelConfig.from_dict(model)
-    for name, hi in (("hidden", MAX_SIZE), ("embed", MAX_SIZE), ("attn_dim", MAX_SIZE), ("layers", MAX_LAYERS),
-                     ("src_vocab", MAX_VOCAB), ("tgt_vocab", MAX_VOCAB)):
+    cfg = ModelConfig.from_dict(model)  # the settings' bounds (explorer/settings.py): sizes at most MAX_SIZE
+    for name, hi in (("src_vocab", MAX_VOCAB), ("tgt_vocab", MAX_VOCAB)):
         if getattr(cfg, name) > hi:
             _fail(f"{name} must be at most {hi:,}, got {getattr(cfg, name):,}")
     return cfg

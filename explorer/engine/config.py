@@ -1,17 +1,19 @@
-"""The model's architecture as a frozen dataclass, checked on creation: a config read from a file may hold anything
-JSON can, and it is stored as JSON inside every checkpoint."""
+"""The model's architecture as a frozen dataclass, checked on creation against the settings' definitions
+(explorer/settings.py): a config read from a file may hold anything JSON can, and it is stored as JSON inside
+every checkpoint."""
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import asdict, dataclass
 
-from explorer.defaults import ATTENTIONS, CELLS
+from explorer import settings
 from explorer.errors import ExplorerError
+from explorer.limits import whole
 
 MAX_LENGTH = 4096  # longest max_src_len / max_tgt_len: a config from a file must not make decoding endless
-COUNTS = ("src_vocab", "tgt_vocab", "embed", "hidden", "attn_dim", "layers", "max_src_len", "max_tgt_len")
-RATES = ("dropout", "embed_dropout")
+# the user's settings (their bounds and checks: explorer/settings.py) and the sizes the data and decoder set
+SETTINGS = ("cell", "attention", "embed", "hidden", "attn_dim", "layers", "bidirectional", "dropout", "embed_dropout")
+COUNTS = ("src_vocab", "tgt_vocab", "max_src_len", "max_tgt_len")
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,6 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         normalise_types(self)
-        check_ranges(self)
 
     @property
     def memory_size(self) -> int:
@@ -51,46 +52,20 @@ class ModelConfig:
 
 
 def normalise_types(cfg: ModelConfig) -> None:
-    """Whole numbers of any integer type (numpy's too) become int and rates float, so the config writes back as
-    JSON; anything else is refused before a range is compared."""
-    problems = []
+    """The settings (explorer/settings.py) checked and normalised (numpy's ints become int, rates float, so
+    the config writes back as JSON), and the data's sizes whole numbers of at least 1: every problem in one
+    ExplorerError."""
+    values = cfg.__dict__
+    relax = {"attn_dim": settings.relaxed("attn_dim", lo=0)} if cfg.attention == "none" else {}  # no attention
+    checked, problems = settings.problems(values, SETTINGS, overrides=relax)
     for name in COUNTS:
-        value = getattr(cfg, name)
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            object.__setattr__(cfg, name, int(value))
-        else:
-            problems.append(f"{name} must be a whole number, got {value!r}")
-    if not isinstance(cfg.bidirectional, bool):
-        problems.append(f"bidirectional must be true or false, got {cfg.bidirectional!r}")
-    for name in RATES:
-        value = getattr(cfg, name)
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
-            object.__setattr__(cfg, name, float(value))
-        else:
-            problems.append(f"{name} must be a number, got {value!r}")
-    if problems:
-        raise ExplorerError("; ".join(problems))
-
-
-def check_ranges(cfg: ModelConfig) -> None:
-    """Every problem of a typed config in one ExplorerError: names it does not know, sizes out of range."""
-    problems = []
-    if cfg.cell not in CELLS:
-        problems.append(f"cell must be one of {', '.join(CELLS)}, got {cfg.cell!r}")
-    if cfg.attention not in ATTENTIONS:
-        problems.append(f"attention must be one of {', '.join(ATTENTIONS)}, got {cfg.attention!r}")
-    for name in ("src_vocab", "tgt_vocab", "embed", "hidden", "layers", "max_src_len", "max_tgt_len"):
-        if getattr(cfg, name) < 1:
-            problems.append(f"{name} must be at least 1")
-    for name in ("max_src_len", "max_tgt_len"):
-        if getattr(cfg, name) > MAX_LENGTH:
-            problems.append(f"{name} must be at most {MAX_LENGTH}")
-    if cfg.attention != "none" and cfg.attn_dim < 1:
-        problems.append("attn_dim must be at least 1")
-    if cfg.cell == "unshared" and (cfg.layers != 1 or cfg.bidirectional):
+        try:
+            checked[name] = whole(values[name], name, 1, MAX_LENGTH if name.startswith("max_") else None)
+        except ExplorerError as exc:
+            problems.append(str(exc))
+    for name, value in checked.items():
+        object.__setattr__(cfg, name, value)
+    if cfg.cell == "unshared" and {"layers", "bidirectional"} <= checked.keys() and (cfg.layers != 1 or cfg.bidirectional):
         problems.append("the unshared RNN has one layer and one direction")
-    for name in RATES:
-        if not 0.0 <= getattr(cfg, name) < 1.0:
-            problems.append(f"{name} must be in [0, 1)")
     if problems:
         raise ExplorerError("; ".join(problems))

@@ -10,7 +10,7 @@ import math
 import random
 import threading
 import time
-from dataclasses import asdict, astuple, dataclass, field, replace
+from dataclasses import asdict, astuple, dataclass, field, fields, replace
 from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import torch
@@ -21,6 +21,7 @@ from explorer.engine.bundle import ModelBundle
 from explorer.engine.decoding import greedy_batch, strip_output
 from explorer.engine.devices import pick_device
 from explorer.training.distributed import World
+from explorer import settings
 from explorer.errors import ExplorerError
 from explorer.engine.model import ModelConfig, Seq2Seq
 from explorer.engine.seeding import SEED_LOCK, seeded_model
@@ -62,29 +63,13 @@ class TrainConfig:
     #                     evaluation, checkpoints and everything shown stay float32
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.steps < 1:
-            problems.append("steps must be at least 1")
-        if not 1 <= self.batch_size <= 4096:
-            problems.append("batch size must be 1–4096")
-        if not 0 < self.lr <= 1:
-            problems.append("learning rate must be in (0, 1]")
-        if not 0 <= self.teacher_forcing <= 1:
-            problems.append("teacher forcing ratio must be in [0, 1]")
-        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
-            problems.append("target accuracy must be in (0, 1]")
-        if self.curriculum < 0:
-            problems.append("the curriculum's length in steps cannot be negative")
-        if self.eval_every < 1 or self.eval_samples < 1:
-            problems.append("evaluation interval and size must be positive")
-        if self.confirm_samples < 0:
+        names = [f.name for f in fields(self) if f.name in settings.BY_NAME]  # checked as explorer/settings.py says
+        optional = [f.name for f in fields(self) if f.default is None]  # target_accuracy, max_seconds
+        checked, problems = settings.problems(self.__dict__, names, optional)
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+        if not isinstance(self.confirm_samples, int) or self.confirm_samples < 0:
             problems.append("the confirmation set's size cannot be negative")
-        if self.plateau_patience < 0:
-            problems.append("plateau patience must be 0 (off) or more")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            problems.append("label smoothing must be in [0, 1)")
-        if self.stop_patience < 0:
-            problems.append("stop patience must be 0 (off) or more")
         if problems:
             raise ExplorerError("; ".join(problems))
 
