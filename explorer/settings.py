@@ -210,6 +210,7 @@ SETTINGS: tuple[Setting, ...] = (
                 "has no target (docs/CLI.md)"),
     Setting("max_seconds", float, "train", "stop after this much training time (0: after the first step; default: "
             "no limit)", None, lo=0.0),
+    # the page evaluates about 20 times a run whatever its steps (app_eval_every below: every 20 of 400)
     Setting("eval_every", int, "train", "steps between validations", 25, None,
             f"about {defaults.EVALUATIONS_PER_RUN} a run, at most every {defaults.MAX_EVAL_EVERY:,} steps", lo=1,
             limit="max_steps"),

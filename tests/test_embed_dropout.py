@@ -73,7 +73,7 @@ def test_evaluation_and_decoding_ignore_it() -> None:
 def test_the_config_checks_it() -> None:
     with pytest.raises(ExplorerError, match="embed_dropout must be in"):
         ModelConfig(src_vocab=5, tgt_vocab=5, embed_dropout=1.0)
-    with pytest.raises(ExplorerError, match="embed_dropout must be a number"):
+    with pytest.raises(ExplorerError, match="embed_dropout must be a finite number"):
         ModelConfig(src_vocab=5, tgt_vocab=5, embed_dropout="0.1")
     old = ModelConfig(src_vocab=5, tgt_vocab=5).to_dict()
     del old["embed_dropout"]  # a checkpoint written before the option

@@ -326,7 +326,7 @@ def translation_run(options: dict[str, Any], pairs: int, epochs: float | None = 
     out = dict(options)
     automatic = out.get("steps") is None
     if automatic:
-        out["steps"] = defaults.translation_steps(pairs, int(out.get("batch_size", 64)), epochs)
+        out["steps"] = defaults.translation_steps(pairs, int(out.get("batch_size", settings.setting("batch_size").translation)), epochs)
         if out.get("stop_patience") is None:
             out["stop_patience"] = defaults.STOP_PATIENCE
     if out.get("eval_every") is None:

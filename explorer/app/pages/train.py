@@ -8,6 +8,8 @@ Session state keys start with `train_`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
 
 from explorer import defaults, settings
@@ -150,16 +152,16 @@ def _settings() -> tuple[dict, training.TrainConfig, float | None]:
 def train_settings(values: dict, translation: bool) -> tuple[dict, training.TrainConfig, float | None]:
     """Model options, training config and epochs (translation, when asked) from the widgets' `values`; the
     rest from the settings' defaults on the page (explorer/settings.py)."""
-    recipe = settings.defaults_for(settings.TRANSLATION if translation else settings.TOY, app=True)
+    kind = settings.TRANSLATION if translation else settings.TOY
+    fields = {f.name for f in dataclasses.fields(training.TrainConfig)}
+    recipe = {name: value for name, value in settings.defaults_for(kind, app=True, group="train").items()
+              if name in fields and value is not None}
     model_options = {name: settings.setting(name).kind(values[name]) for name in MODEL_WIDGETS}
     epochs = float(values["epochs"]) if translation and values["unit"] == "epochs" else None
-    steps = int(values["steps"])
-    cfg = training.TrainConfig(**{name: settings.setting(name).kind(values[name]) for name in TRAIN_WIDGETS},
-                               target_accuracy=float(values["target"]) / 100 if values["use_target"] else None,
-                               eval_every=settings.app_eval_every(steps), eval_samples=recipe["eval_samples"],
-                               clip=recipe["clip"], label_smoothing=recipe["label_smoothing"],
-                               plateau_patience=recipe["plateau_patience"],
-                               curriculum=recipe["curriculum"] if values["curriculum"] else 0)
+    shown = {name: settings.setting(name).kind(values[name]) for name in TRAIN_WIDGETS}
+    cfg = training.TrainConfig(**{**recipe, **shown, "eval_every": settings.app_eval_every(shown["steps"]),
+                                  "target_accuracy": float(values["target"]) / 100 if values["use_target"] else None,
+                                  "curriculum": recipe["curriculum"] if values["curriculum"] else 0})
     return model_options, cfg, epochs
 
 
