@@ -82,11 +82,7 @@ def _parser() -> argparse.ArgumentParser:
                         "(the file it was trained on, or a new one in its languages) or on its --task; its sizes and "
                         "vocabularies are kept, the training flags apply to this run (default: a new model)")
     for s in settings.SETTINGS:  # every model, data and training setting, from its one definition
-        shared = s.default(settings.TOY) if s.default(settings.TOY) == s.default(settings.TRANSLATION) else None
-        kw = {"action": argparse.BooleanOptionalAction} if s.kind is bool else \
-            {"type": s.kind} if s.kind is not str else {}
-        t.add_argument(s.flag, **kw, default=shared, help=settings.help_text(s), **({"choices": s.choices}
-                                                                                      if s.choices else {}))
+        t.add_argument(s.flag, **settings.flag_options(s))
     t.add_argument("--half", action="store_true", help="store weights in float16 (smaller file)")
     t.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads per training process (default: the idle cores over the processes)")

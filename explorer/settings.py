@@ -14,6 +14,7 @@ No torch here: `--help` and the pages read this without importing it.
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 from dataclasses import dataclass, replace
@@ -273,6 +274,21 @@ def check_text_field(value: Any, what: str) -> str:
         raise ExplorerError(f"{what} must be text of one line and at most {MAX_TEXT_CHARS:,} characters, "
                             f"got {shown}")
     return value
+
+
+def flag_options(s: Setting) -> dict[str, Any]:
+    """argparse's keywords for a setting's --flag: its type (a --x/--no-x pair for a switch), choices and help,
+    and its default where a toy task and a translation run share it (else None: the kind of run decides, in
+    training/recipes.py)."""
+    shared = s.default(TOY) == s.default(TRANSLATION)
+    options: dict[str, Any] = {"default": s.default(TOY) if shared else None, "help": help_text(s)}
+    if s.kind is bool:
+        options["action"] = argparse.BooleanOptionalAction
+    elif s.kind is not str:
+        options["type"] = s.kind
+    if s.choices:
+        options["choices"] = s.choices
+    return options
 
 
 def help_text(s: Setting) -> str:
