@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from explorer.data.robust import (Variation, all_capitals, names_in, numbers_in, read_as, sentence_case, target_name,
+from explorer.data.robust import (Variation, all_capitals, names_in, numbers_in, read_as, read_input, sentence_case,
+                                  target_name, with_final_punctuation,
                                   training_names, without_final_punctuation)
 from explorer.training.recipes import translation_setup
 
@@ -153,3 +154,17 @@ def test_train_refuses_an_augment_rate_outside_0_1_before_any_work(value: str, c
     rc = main(["train", "--data", str(FIXTURES / "eng-fra-good.tsv"), "--augment", value, "--out", "/tmp/never"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "--augment" in err
+
+
+@pytest.mark.parametrize("typed, read", [
+    ("How are you", "How are you?"), ("where is the station", "where is the station?"),
+    ("I have a red car", "I have a red car."), ("Don't go", "Don't go."), ("Can't you see", "Can't you see?"),
+    ("How are you?", "How are you?"), ("Stop!", "Stop!"), ('He said "no"', 'He said "no"'),
+    ("Wait…", "Wait…"), ("42", "42"), ("", "")])
+def test_a_typed_english_sentence_gets_the_final_mark_it_lacks(typed: str, read: str) -> None:
+    assert with_final_punctuation(typed, "en") == read
+
+
+def test_other_source_languages_are_read_as_typed() -> None:
+    assert with_final_punctuation("Comment vas-tu", "fr") == "Comment vas-tu"
+    assert read_input("HOW ARE YOU 😀", "en") == "How are you?"

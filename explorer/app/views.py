@@ -196,16 +196,20 @@ def example_inputs(bundle: ModelBundle, article: bool = False) -> list[str]:
 
 
 def read_note(bundle: ModelBundle, text: str) -> str | None:
-    """What a translation model read when it is not the text as typed (data/robust.read_as), else None."""
+    """What a translation model read when it is not the text as typed (data/robust.read_input), else None."""
     from explorer.data.robust import read_as
     from explorer.data.subwords import clean_text
     if not bundle.uses_pieces or not isinstance(text, str):
         return None
-    read = read_as(text)
+    read = bundle.read_text(text)
     if clean_text(read) == clean_text(text):
         return None
-    return (f"The model reads this as “{read}”: text in capitals is read in sentence case and emoji are left out, "
-            "as in training. The pieces below are the ones it read.")
+    why = []
+    if clean_text(read_as(text)) != clean_text(text):
+        why.append("text in capitals is read in sentence case and emoji are left out, as in training")
+    if read != read_as(text):
+        why.append(f"a sentence without its final mark gets one (“{read[-1]}”), as the model reads best")
+    return f"The model reads this as “{read}”: {'; '.join(why)}. The pieces below are the ones it read."
 
 
 def _reads(bundle: ModelBundle, text: str) -> bool:
@@ -304,8 +308,23 @@ def request_trace(bundle: ModelBundle, request: Request, beam: Sequence[Candidat
 
 
 def output_text(bundle: ModelBundle, tr: Trace) -> str:
-    """The output tokens as display text (specials dropped)."""
-    return bundle.detokenize_target([t for t in tr.output_tokens if t != EOS])
+    """The output as display text (specials dropped), with what it copies through attention."""
+    from explorer.engine.trace import output_text as text_of
+    return text_of(bundle, tr)
+
+
+def copy_note(bundle: ModelBundle, tr: Trace) -> str | None:
+    """In words, what the output copies from the input through attention (None when nothing)."""
+    from explorer.engine.copying import trace_copies
+    done = trace_copies(bundle, tr)
+    if not done:
+        return None
+    parts = []
+    for c in done:
+        steps = f"step {c.steps[0] + 1}" if len(c.steps) == 1 else f"steps {c.steps[0] + 1}–{c.steps[-1] + 1}"
+        parts.append(f"“{c.source.text}” at {steps}, where attention peaked on it (the model wrote “{c.wrote}”)")
+    return ("Copied from the input through attention: " + "; ".join(parts) + ". A number, or a name the model "
+            "has no piece for, is copied where attention read it; the steps below show what the model wrote.")
 
 
 def truth_text(bundle: ModelBundle, tr: Trace) -> str | None:

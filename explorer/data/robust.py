@@ -2,8 +2,9 @@
 
 Two means, measured together by benchmarks/robustness.py:
 - `read_as` (every input, training and use alike): text written ALL IN CAPITALS is read in sentence case, and
-  pictographs (emoji) are left out, since neither carries meaning a model of these corpora learnt; the pages
-  show the pieces the model read, so the trace stays what the model computed.
+  pictographs (emoji) are left out, since neither carries meaning a model of these corpora learnt; typed input
+  (`read_input`, not training) also gets the final mark an English sentence lacks. The pages show the pieces
+  the model read, so the trace stays what the model computed.
 - `Variation` (training only): a training pair is drawn as typed variants, the source's final punctuation left
   off, the source lower-cased, a name replaced on both sides by another name, a number by another number, so
   the model learns to finish a sentence without a cue, to read any case, and to copy what it cannot translate.
@@ -17,6 +18,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 NAMES_FILE = Path(__file__).resolve().parents[2] / "data" / "names.txt"
 # A name written in Chinese targets as its usual transcription (the corpora's most frequent names).
@@ -66,6 +68,35 @@ def read_as(text: str) -> str:
     if not kept:
         return text.strip()
     return sentence_case(kept) if all_capitals(kept) else kept
+
+
+# An English sentence that starts with one of these asks a question.
+QUESTION_WORDS = frozenset((
+    "how what where when why who whom whose which is are am was were do does did can could will would shall should "
+    "may might must have has had isn't aren't wasn't weren't doesn't didn't can't couldn't won't wouldn't "
+    "shouldn't haven't hasn't").split())
+_ENDED = re.compile(r"[.?!…。？！\"'»”’)]\s*$")
+
+
+def with_final_punctuation(text: str, language: str) -> str:
+    """An English sentence typed without its final mark with the one it had: "?" after a question word, else
+    ".". The models read sentences that end in one best (benchmarks/robustness.py); other languages as typed."""
+    words = text.split()
+    if language != "en" or not words or _ENDED.search(text) or not re.search(r"[^\W\d_]", text):
+        return text
+    return text.rstrip() + ("?" if words[0].lower() in QUESTION_WORDS else ".")
+
+
+def read_input(text: str, language: str, finish: bool = True) -> str:
+    """What a translation model reads for typed input: `read_as`, then (`finish`: for a model whose sentences
+    end in a mark) the final mark a sentence lacks."""
+    read = read_as(text)
+    return with_final_punctuation(read, language) if finish else read
+
+
+def ends_sentences(sources: Sequence[str]) -> bool:
+    """Whether most of a model's example sources end in a final mark: then typed input gets one too."""
+    return bool(sources) and 2 * sum(bool(_ENDED.search(s)) for s in sources) >= len(sources)
 
 
 @lru_cache(maxsize=1)

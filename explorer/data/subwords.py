@@ -89,6 +89,7 @@ def prepare_source(text: str, language: str) -> str:
     return prepare_text(read_as(text), language)
 
 
+
 def _pre_tokenizer(scheme: str) -> dict:
     return {"type": "Sequence", "pretokenizers": [
         {"type": "Metaspace", "replacement": MARK, "prepend_scheme": scheme, "split": True},

@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 from explorer.errors import ExplorerError
 from explorer.engine.model import Seq2Seq, count_parameters
-from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_source, prepare_text, word_groups
+from explorer.data.robust import ends_sentences, read_input
+from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_text, word_groups
 from explorer.data.tasks import Example, Task, TaskSpec, make_task
 from explorer.data.vocab import EOS, PAD, SOS, UNK, Vocab
 
@@ -91,12 +92,21 @@ class ModelBundle:
         """Whether the model reads and writes subword pieces (word starts marked "▁")."""
         return self.subwords is not None
 
+    @cached_property
+    def _ends_sentences(self) -> bool:
+        return ends_sentences([s for s, _ in self.examples])
+
+    def read_text(self, text: str) -> str:
+        """Typed text as a subword translation model reads it (robust.read_input): the final mark a sentence
+        lacks only for a model whose example sentences end in one."""
+        return read_input(text, self.languages[0], self._ends_sentences)
+
     def tokenize_source(self, text: str) -> tuple[str, ...]:
         """Source tokens for user text, the way training saw them."""
         if self.task_obj is not None:
             return tuple(self.task_obj.tokenize(text))
         if self.subwords is not None:
-            return tuple(self.subwords[0].tokenize(prepare_source(text, self.languages[0])))
+            return tuple(self.subwords[0].tokenize(prepare_text(self.read_text(text), self.languages[0])))
         return tuple(self._tokenizers[0].tokenize(text))
 
     def tokenize_target(self, text: str) -> tuple[str, ...]:

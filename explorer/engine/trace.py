@@ -20,7 +20,7 @@ from explorer.engine.model import Control
 from explorer.limits import check_temperature
 from explorer.record import Intervention, Trace
 from explorer.data.tasks import alignment_matrix
-from explorer.data.vocab import EOS, SOS
+from explorer.data.vocab import SOS
 
 
 def _controls(intervention: Intervention, source_len: int, steps: int,
@@ -153,5 +153,6 @@ def _words(groups: list[list[int]]) -> tuple[tuple[int, ...], ...]:
 
 
 def output_text(bundle: ModelBundle, tr: Trace) -> str:
-    """The trace's output as display text."""
-    return bundle.detokenize_target([t for t in tr.output_tokens if t != EOS])
+    """The trace's output as display text, with the numbers and names it copies through attention."""
+    from explorer.engine.copying import copied_text, trace_copies
+    return copied_text(bundle, tr.output_tokens, trace_copies(bundle, tr))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from explorer.engine.bundle import ModelBundle
+from explorer.engine.copying import copied_outputs
 from explorer.engine.decoding import batch_sources, beam_search, greedy_batch, strip_output
 from explorer.errors import ExplorerError
 from explorer.engine.lengths import cut_note, output_cap, output_caps
@@ -78,7 +79,8 @@ def translate_one(bundle: ModelBundle, text: str, beam: int = 1) -> Translation:
     prepared = bundle.prepare(text)
     ids = decoded_ids(bundle, [prepared.ids], beam)[0]
     cut = cut_note(bundle, len(prepared.ids), bundle.tgt_vocab.decode(ids))
-    return Translation(bundle.detokenize_target(bundle.tgt_vocab.decode(strip_output(ids))), prepared.unknown, cut)
+    text = copied_outputs(bundle, [prepared.tokens], [prepared.ids], [strip_output(ids)])[0]
+    return Translation(text, prepared.unknown, cut)
 
 
 def translate_text(bundle: ModelBundle, text: str, beam: int = 1) -> tuple[str, tuple[str, ...]]:
@@ -164,7 +166,8 @@ def score_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]], beam: int
         outputs += translate_ids(bundle, [p.src for p in chunk], beam)
         if on_progress is not None:
             on_progress(len(outputs), len(id_pairs))
-    hypotheses = [bundle.detokenize_target(bundle.tgt_vocab.decode(ids)) for ids in outputs]
+    hypotheses = copied_outputs(bundle, [bundle.tokenize_source(s) for s, _ in usable], [p.src for p in id_pairs],
+                                outputs)
     language = bundle.languages[1] if bundle.languages else "en"
     references = [bundle.reference_text(t) for _, t in usable]
     report.update(translation_scores(hypotheses, references, language))

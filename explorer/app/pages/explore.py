@@ -166,9 +166,9 @@ def _summary(bundle, request: views.Request, tr: Trace) -> None:
     if tr.unknown_tokens:
         st.warning("Not in this model's vocabulary (read as `<unk>`): " +
                    ", ".join(f"**{shared.md(t)}**" for t in dict.fromkeys(tr.unknown_tokens)), icon=":material/help:")
-    read = views.read_note(bundle, request.text)
-    if read:
-        st.caption(shared.md(read))
+    for note in (views.read_note(bundle, request.text), views.copy_note(bundle, tr)):
+        if note:
+            st.caption(shared.md(note))
     out = views.output_text(bundle, tr)
     truth = views.truth_text(bundle, tr)
     cols = st.columns([7, 7, 4, 3])  # [4, 4, 2, 2] cut "Alignment accuracy" at 1300 px
