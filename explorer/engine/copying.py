@@ -21,6 +21,7 @@ from explorer.engine.bundle import ModelBundle
 from explorer.engine.decoding import batch_sources
 from explorer.engine.devices import model_device
 from explorer.engine.teacher_forced import teacher_forced
+from explorer.record import Trace
 
 _NUMBER = re.compile(r"(\d{1,9})(?:s|st|nd|rd|th)?")  # "1970s", "17th": the digits are copied
 _NAME = re.compile(r"([A-Z][a-z]{1,20})(?:'s)?")  # "Sarah's": the name is copied, its "'s" translated
@@ -212,7 +213,7 @@ def copied_outputs(bundle: ModelBundle, sources: Sequence[Sequence[str]], source
     return [copied_text(bundle, d, copies(bundle, s, d, w)) for s, d, w in zip(sources, decoded, weights)]
 
 
-def trace_copies(bundle: ModelBundle, tr) -> list[Copy]:
+def trace_copies(bundle: ModelBundle, tr: Trace) -> list[Copy]:
     """The copies for a trace's greedy output (none for a teacher-forced target: that output is given)."""
     if tr.teacher_forced or not tr.has_attention:
         return []
