@@ -119,6 +119,20 @@ def random_input(bundle: ModelBundle, length: int, seed: int) -> str:
 
 # --- stored curves of the shipped checkpoints -------------------------------------------------------
 
+def stored_record(checkpoint_path: Path, store: str, samples: int, seed: int) -> dict | None:
+    """The record that the JSON file `store` beside a checkpoint keeps for exactly that file (its sha256),
+    these samples and this seed; None when missing, unreadable or made for something else."""
+    checkpoint_path = Path(checkpoint_path)
+    try:
+        record = json.loads((checkpoint_path.parent / store).read_text(encoding="utf-8"))[checkpoint_path.name]
+        if (record["sha256"] != file_digest(checkpoint_path) or record["samples"] != samples
+                or record["seed"] != seed):
+            return None
+        return record
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def file_digest(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -127,13 +141,10 @@ def stored_curve(checkpoint_path: Path, lengths: Sequence[int] = CURVE_LENGTHS, 
                  seed: int = CURVE_SEED) -> Curve | None:
     """The curve stored for exactly this checkpoint file and these settings, or None (then compute it).
     A missing, unreadable or mismatched store is never an error: it only means computing."""
-    checkpoint_path = Path(checkpoint_path)
+    record = stored_record(checkpoint_path, CURVES_FILE, samples, seed)
+    if record is None:
+        return None
     try:
-        records = json.loads((checkpoint_path.parent / CURVES_FILE).read_text(encoding="utf-8"))
-        record = records[checkpoint_path.name]
-        if (record["sha256"] != file_digest(checkpoint_path) or record["samples"] != samples
-                or record["seed"] != seed):
-            return None
         rows = tuple(dict(row) for row in record["rows"])
         wanted = [n for n in lengths if n <= record["max_src_len"]]
         by_length = {row["length"]: row for row in rows}

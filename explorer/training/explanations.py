@@ -17,7 +17,7 @@ from explorer.engine.bundle import ModelBundle, Prepared
 from explorer.errors import ExplorerError
 from explorer.faithfulness import EPSILON, IG_STEPS, SEED, Explanation, json_ready, summarise
 from explorer.limits import check_samples
-from explorer.training.comparison import file_digest
+from explorer.training.comparison import file_digest, stored_record
 
 
 def task_sources(bundle: ModelBundle, samples: int, seed: int) -> list[Prepared]:
@@ -86,15 +86,10 @@ STORED_SEED = 12345
 def stored_report(checkpoint_path: Path, samples: int = STORED_SAMPLES, seed: int = STORED_SEED) -> dict | None:
     """The report stored for exactly this checkpoint file and these settings, or None (then compute it).
     A missing, unreadable or mismatched store is never an error: it only means computing."""
-    checkpoint_path = Path(checkpoint_path)
+    record = stored_record(checkpoint_path, FAITHFULNESS_FILE, samples, seed)
     try:
-        records = json.loads((checkpoint_path.parent / FAITHFULNESS_FILE).read_text(encoding="utf-8"))
-        record = records[checkpoint_path.name]
-        if (record["sha256"] != file_digest(checkpoint_path) or record["samples"] != samples
-                or record["seed"] != seed):
-            return None
-        return dict(record["report"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None if record is None else dict(record["report"])
+    except (KeyError, TypeError, ValueError):
         return None
 
 
