@@ -50,10 +50,17 @@ def reset_view() -> None:
 def apply_url(names: list[str]) -> None:
     """Model, input, mode, target, beam width, step and what-if from the query string: on the session's
     first run, and whenever the URL names a view other than the one this page last wrote (a link from
-    another page)."""
+    another page), not a step the page's own step panel wrote since the last full run."""
     incoming = {key: st.query_params.get(key) for key in URL_KEYS}
     synced = get("synced") or {}
     changed = {key: value for key, value in incoming.items() if value is not None and value != synced.get(key)}
+    echoes = get("stepped") or []
+    put("stepped", [])
+    if get("init") and set(changed) == {"step"} and changed["step"] in echoes:
+        # the browser's late copy of a step the step panel wrote since the last full run (a Play tick under
+        # load): not a link, so the step shown stays and the URL catches up with it
+        st.query_params["step"] = synced["step"]
+        return
     first = not get("init")
     put("init", True)
     if not changed and not first:
@@ -116,6 +123,8 @@ def sync_url(request: views.Request, t: int | None = None) -> None:
         if request.node is not None:
             want["node"] = str(request.node + 1)
     want["step"] = str(t) if t is not None else st.query_params.get("step", "1")
+    if t is not None:  # the step panel's own runs (Play's timer, Next): their URLs may come back late
+        put("stepped", [*(get("stepped") or []), want["step"]][-64:])
     want.update(views.intervention_query(request.intervention))
     for key, value in want.items():
         if st.query_params.get(key) != value:
