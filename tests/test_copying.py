@@ -100,6 +100,51 @@ def test_toy_models_copy_nothing():
 
 
 def test_a_number_with_a_suffix_is_copied_as_its_digits(fra):
+    assert output_text(fra, trace(fra, "Let's take a 10-minute break.")) == "Faisons une pause de 10 minutes."
     found = copyable(fra, fra.prepare("It was popular in the 1970s, on March 17th.").tokens)
     assert [(c.text, c.kind) for c in found] == [("1970", "number"), ("17", "number")]
 
+
+
+def test_times_decimals_and_hyphenated_numbers_are_copyable_by_their_digit_pieces(fra):
+    tokens = fra.prepare("At 8:30 a 10-minute walk costs 3.50 dollars for 1,000 men, $5 or 50% on 12/25 at 555-0199").tokens
+    found = copyable(fra, tokens)
+    assert [c.text for c in found] == ["8:30", "10", "3.50", "1,000", "5", "50", "12/25", "555-0199"]
+    for c in found:
+        assert all(any(ch.isdigit() for ch in tokens[i]) for i in c.positions)
+
+
+def test_an_inserted_copy_is_a_word_of_its_own_after_its_steps():
+    word = Copyable((3,), "123", "number")
+    tokens = ["▁Le", "▁vol", "▁a", "-", "t", "<eos>"]
+    assert copied_tokens(tokens, [Copy(word, (1,), "vol", "after")]) == ["▁Le", "▁vol", "▁123", "▁a", "-", "t", "<eos>"]
+    assert copied_tokens(["我们", "在", "小", "时"], [Copy(word, (2,), "小", "after")]) == ["我们", "在", "小", "123", "时"]
+
+
+@pytest.mark.parametrize("model, text, number", [("fra", "Has Flight 123 been delayed?", "123"),
+                                                 ("fra", "Armenia joined the World Trade Organization in 2003.", "2003"),
+                                                 ("cmn", "Let's begin on page 30.", "30")])
+def test_a_number_no_step_peaked_on_still_reaches_the_output_where_attention_on_it_is_greatest(request, model, text,
+                                                                                            number):
+    fra = request.getfixturevalue(model)
+    tr = trace(fra, text)
+    plain = fra.detokenize_target([t for t in tr.output_tokens if t != "<eos>"])
+    assert number not in plain, "the model alone leaves the number out (else this test shows nothing)"
+    assert number in output_text(fra, tr)
+    done = [c for c in trace_copies(fra, tr) if c.source.text == number]
+    assert len(done) == 1 and done[0].where in ("most", "after")
+    on_number = tr.weights[:, list(done[0].source.positions)].sum(axis=1)
+    assert int(on_number[: len(tr.output_tokens) - 1].argmax()) in done[0].steps
+
+
+def test_an_ordinal_the_model_wrote_in_words_takes_the_digits(fra):
+    tr = trace(fra, "Room 404 is on the 4th floor")
+    assert "quatrième" in fra.detokenize_target(tr.output_tokens)
+    assert output_text(fra, tr).endswith("le 4 étage.")
+
+
+def test_a_number_the_model_wrote_in_its_own_digits_is_left_as_written(fra):
+    tr = trace(fra, "Tom went home at 6:30.")
+    plain = fra.detokenize_target([t for t in tr.output_tokens if t != "<eos>"])
+    assert "6" in plain and "30" in plain and "6:30" not in plain
+    assert output_text(fra, tr) == plain and trace_copies(fra, tr) == []

@@ -379,7 +379,7 @@ def test_request_trace_in_every_mode(make_random_bundle):
         assert tuple(tr.output_ids.tolist()) == cand.ids
         log_p = float(np.log(tr.probs[np.arange(tr.steps), tr.output_ids]).sum())
         assert log_p == pytest.approx(cand.log_prob, abs=1e-3)  # the trace scores the candidate as beam did
-    frame = views.candidates_frame(bundle, found)
+    frame = views.candidates_frame(bundle, "1234", found)
     assert list(frame["rank"]) == list(range(1, len(found) + 1))
     assert np.allclose(frame["log P"], [c.log_prob for c in found])
     with pytest.raises(ExplorerError):

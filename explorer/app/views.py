@@ -22,7 +22,7 @@ from explorer.engine.lengths import output_cap
 from explorer.limits import MAX_BEAM_WIDTH, MAX_TEMPERATURE, MIN_TEMPERATURE, url_number
 from explorer.record import BeamRecord, Candidate, Intervention, Trace, trace_csv, trace_frame
 from explorer.engine.trace import trace
-from explorer.data.vocab import EOS, UNK
+from explorer.data.vocab import EOS, EOS_ID, UNK
 
 MODES: dict[str, str] = {"greedy": "Greedy", "beam": "Beam search", "teacher": "Teacher-forced"}
 
@@ -307,24 +307,31 @@ def request_trace(bundle: ModelBundle, request: Request, beam: Sequence[Candidat
     return trace(bundle, request.text, request.intervention, target=candidate_target(bundle, found[index]))
 
 
-def output_text(bundle: ModelBundle, tr: Trace) -> str:
-    """The output as display text (specials dropped), with what it copies through attention."""
+def output_text(bundle: ModelBundle, tr: Trace, own: bool | None = None) -> str:
+    """The output as display text (specials dropped), with what it copies through attention (`own`: the output
+    is the model's own decoding, a beam candidate's included)."""
     from explorer.engine.trace import output_text as text_of
-    return text_of(bundle, tr)
+    return text_of(bundle, tr, own)
 
 
-def copy_note(bundle: ModelBundle, tr: Trace) -> str | None:
+def copy_note(bundle: ModelBundle, tr: Trace, own: bool | None = None) -> str | None:
     """In words, what the output copies from the input through attention (None when nothing)."""
     from explorer.engine.copying import trace_copies
-    done = trace_copies(bundle, tr)
+    done = trace_copies(bundle, tr, own)
     if not done:
         return None
     parts = []
     for c in done:
         steps = f"step {c.steps[0] + 1}" if len(c.steps) == 1 else f"steps {c.steps[0] + 1}–{c.steps[-1] + 1}"
-        parts.append(f"“{c.source.text}” at {steps}, where attention peaked on it (the model wrote “{c.wrote}”)")
+        if c.where == "after":
+            parts.append(f"“{c.source.text}” after {steps} (“{c.wrote}”), the step that attended to it most: the "
+                         "model left it out")
+        else:
+            how = "where attention peaked on it" if c.where == "peak" else "the step that attended to it most"
+            parts.append(f"“{c.source.text}” at {steps}, {how} (the model wrote “{c.wrote}”)")
     return ("Copied from the input through attention: " + "; ".join(parts) + ". A number, or a name the model "
-            "has no piece for, is copied where attention read it; the steps below show what the model wrote.")
+            "has no piece for, is copied where attention read it, and no number of the input is left out; the "
+            "steps below show what the model wrote.")
 
 
 def truth_text(bundle: ModelBundle, tr: Trace) -> str | None:
@@ -333,12 +340,16 @@ def truth_text(bundle: ModelBundle, tr: Trace) -> str | None:
     return None if example is None else bundle.detokenize_target(example.target)
 
 
-def candidates_frame(bundle: ModelBundle, found: Sequence[Candidate]) -> pd.DataFrame:
-    """Beam candidates as a table: rank, text, total and per-token log-probability, finished."""
+def candidates_frame(bundle: ModelBundle, text: str, found: Sequence[Candidate]) -> pd.DataFrame:
+    """Beam candidates as a table: rank, text (with what each copies through attention, as `translate --beam`
+    shows it), total and per-token log-probability, finished."""
+    from explorer.engine.copying import copied_outputs
+    source = bundle.prepare(text)
+    shown = copied_outputs(bundle, [source.tokens] * len(found), [source.ids] * len(found),
+                           [[i for i in cand.ids if i != EOS_ID] for cand in found])
     rows = []
-    for rank, cand in enumerate(found, start=1):
-        tokens = bundle.tgt_vocab.decode(cand.ids)
-        rows.append({"rank": rank, "output": bundle.detokenize_target(tokens), "tokens": len(cand.ids),
+    for rank, (cand, output) in enumerate(zip(found, shown), start=1):
+        rows.append({"rank": rank, "output": output, "tokens": len(cand.ids),
                      "log P": cand.log_prob, "log P / token": cand.normalized, "P": float(np.exp(cand.log_prob)),
                      "finished": cand.finished})
     return pd.DataFrame(rows, columns=["rank", "output", "tokens", "log P", "log P / token", "P", "finished"])

@@ -23,7 +23,9 @@ from explorer.engine.devices import model_device
 from explorer.engine.teacher_forced import teacher_forced
 from explorer.record import Trace
 
-_NUMBER = re.compile(r"(\d{1,9})(?:s|st|nd|rd|th)?")  # "1970s", "17th": the digits are copied
+# "8:30", "3.50", "1,000", "12/25", "555-0199" are copied whole; "$5", "50%", "1970s", "17th", "10-minute":
+# their digits (the rest is translated)
+_NUMBER = re.compile(r"[^\w\s]*(\d{1,9}(?:[:.,/-]\d{1,4})*)\D*")
 _NAME = re.compile(r"([A-Z][a-z]{1,20})(?:'s)?")  # "Sarah's": the name is copied, its "'s" translated
 
 
@@ -38,11 +40,18 @@ class Copyable:
 
 @dataclass(frozen=True)
 class Copy:
-    """One copy: the input word, the output steps that attended to it, and what the model wrote there."""
+    """One copy: the input word, the output steps that attended to it, and what the model wrote there.
+    `where`: "peak" (α peaked on the word at those steps), "most" (no step's α peaked on it: the word the step
+    attending to it most wrote) or "after" (inserted after that word: the model left the number out)."""
 
     source: Copyable
     steps: tuple[int, ...]
     wrote: str
+    where: str = "peak"
+
+    @property
+    def inserted(self) -> bool:
+        return self.where == "after"
 
 
 def _word_text(tokens: Sequence[str]) -> str:
@@ -74,7 +83,8 @@ def copyable(bundle: ModelBundle, source_tokens: Sequence[str]) -> list[Copyable
     for group in bundle.source_words(source_tokens):
         text = _word_text([source_tokens[i] for i in group])
         if number := _NUMBER.fullmatch(text):
-            found.append(Copyable(tuple(group), number.group(1), "number"))
+            digits = tuple(i for i in group if any(ch.isdigit() for ch in source_tokens[i]))
+            found.append(Copyable(digits, number.group(1), "number"))
         elif (name := _NAME.fullmatch(text)) and len(group) > 1 and not _known(bundle, name.group(1)):
             found.append(Copyable(tuple(group), name.group(1), "name"))
     return found
@@ -97,12 +107,20 @@ def copies(bundle: ModelBundle, source_tokens: Sequence[str], output_tokens: Seq
             group_of[i] = group
     taken: set[int] = set()
     found = []
+    written = set(re.findall(r"\d+", _word_text(output_tokens)))
     for word in words:
+        if word.kind == "number" and set(re.findall(r"\d+", word.text)) <= written:
+            continue  # the model wrote its digits itself ("6h30" for 6:30)
         fits = _numeral if word.kind == "number" else (_latin if chinese else _capitalised)
         attended = [t for t in steps if int(peak[t]) in word.positions and t not in taken]
         if word.kind == "number":  # only where the model wrote a number: "1", "5" of 1500, not "dollars"
             attended = [t for t in attended if fits(output_tokens[t])]
         run = _first_run(attended)
+        if not run and word.kind == "number":
+            if (placed := _placed(word, weights, output_tokens, steps, taken, group_of, chinese)) is not None:
+                taken.update(placed.steps)
+                found.append(placed)
+            continue
         if not run:
             continue
         if word.kind == "number":  # the digits around it belong to the number the model wrote ("3", "0")
@@ -121,6 +139,25 @@ def copies(bundle: ModelBundle, source_tokens: Sequence[str], output_tokens: Seq
     return found
 
 
+def _placed(word: Copyable, weights: np.ndarray, output_tokens: Sequence[str], steps: list[int], taken: set[int],
+            group_of: dict[int, list[int]], chinese: bool) -> Copy | None:
+    """A number no step wrote where its α peaked: over the word the step that attends to it most writes, when
+    that word is or starts as a numeral ("dix" for 10, "2hane" for 2003), else just after it, so that no number
+    of the input is lost."""
+    free = [t for t in steps if t not in taken]
+    if not free:
+        return None
+    on_word = np.asarray(weights)[free][:, list(word.positions)].sum(axis=1)
+    t = free[int(on_word.argmax())]
+    group = [t] if chinese else [i for i in group_of.get(t, [t]) if output_tokens[i] not in (EOS, PAD)]
+    if any(i in taken for i in group):
+        return None
+    wrote = _word_text([output_tokens[i] for i in group]).strip()
+    if _numeral(output_tokens[group[0]]) or _numeral(wrote):
+        return Copy(word, tuple(group), wrote, "most")
+    return Copy(word, tuple(group), wrote, "after")
+
+
 NAME_CHARACTERS = 3  # a name written in Chinese characters takes two or three of them
 _NUMERALS = frozenset("0123456789一二三四五六七八九十百千万两零")
 
@@ -131,8 +168,13 @@ _FRENCH_NUMBERS = frozenset(("deux trois quatre cinq six sept huit neuf dix onze
 
 
 def _numeral(token: str) -> bool:
-    text = token.replace(MARK, "")
-    return bool(text) and (all(ch in _NUMERALS for ch in text) or text.lower() in _FRENCH_NUMBERS)
+    text = token.replace(MARK, "").lower()
+    return bool(text) and (all(ch in _NUMERALS for ch in text) or text in _FRENCH_NUMBERS
+                           or text.endswith("ième") and text[:-4].rstrip("-") in _FRENCH_ORDINAL_STEMS)
+
+
+_FRENCH_ORDINAL_STEMS = _FRENCH_NUMBERS | {"quatr", "cinqu", "neuv", "onz", "douz", "treiz", "quatorz", "quinz",
+                                            "seiz", "trent", "quarant", "cinquant", "soixant", "mill"}
 
 
 def _latin(token: str) -> bool:
@@ -168,15 +210,19 @@ def _first_run(steps: list[int]) -> list[int]:
 
 
 def copied_tokens(output_tokens: Sequence[str], done: Sequence[Copy]) -> list[str]:
-    """The output tokens with each copy's steps replaced by the input word (one token, keeping the word start)."""
-    first = {c.steps[0]: c for c in done}
-    dropped = {t for c in done for t in c.steps[1:]}
+    """The output tokens with each copy's steps replaced by the input word (one token, keeping the word start),
+    or an inserted copy put as a word of its own after its steps."""
+    first = {c.steps[0]: c for c in done if not c.inserted}
+    dropped = {t for c in done if not c.inserted for t in c.steps[1:]}
+    after = {c.steps[-1]: c for c in done if c.inserted}
     out = []
     for t, token in enumerate(output_tokens):
         if t in first:
             out.append((MARK if token.startswith(MARK) else "") + first[t].source.text)
         elif t not in dropped:
             out.append(token)
+        if t in after:  # a word of its own where the words around it start with the mark (not in Chinese)
+            out.append((MARK if output_tokens[after[t].steps[0]].startswith(MARK) else "") + after[t].source.text)
     return out
 
 
@@ -213,8 +259,9 @@ def copied_outputs(bundle: ModelBundle, sources: Sequence[Sequence[str]], source
     return [copied_text(bundle, d, copies(bundle, s, d, w)) for s, d, w in zip(sources, decoded, weights)]
 
 
-def trace_copies(bundle: ModelBundle, tr: Trace) -> list[Copy]:
-    """The copies for a trace's greedy output (none for a teacher-forced target: that output is given)."""
-    if tr.teacher_forced or not tr.has_attention:
+def trace_copies(bundle: ModelBundle, tr: Trace, own: bool | None = None) -> list[Copy]:
+    """The copies for a trace's output when it is the model's own: greedy, or (`own=True`) a beam candidate
+    traced teacher-forced; none for a target a user typed, which is given."""
+    if not (not tr.teacher_forced if own is None else own) or not tr.has_attention:
         return []
     return copies(bundle, tr.source_tokens, tr.output_tokens, tr.weights)

@@ -166,10 +166,11 @@ def _summary(bundle, request: views.Request, tr: Trace) -> None:
     if tr.unknown_tokens:
         st.warning("Not in this model's vocabulary (read as `<unk>`): " +
                    ", ".join(f"**{shared.md(t)}**" for t in dict.fromkeys(tr.unknown_tokens)), icon=":material/help:")
-    for note in (views.read_note(bundle, request.text), views.copy_note(bundle, tr)):
+    own = request.mode != "teacher"  # greedy, or a beam candidate traced on its own tokens
+    for note in (views.read_note(bundle, request.text), views.copy_note(bundle, tr, own)):
         if note:
             st.caption(shared.md(note))
-    out = views.output_text(bundle, tr)
+    out = views.output_text(bundle, tr, own)
     truth = views.truth_text(bundle, tr)
     cols = st.columns([7, 7, 4, 3])  # [4, 4, 2, 2] cut "Alignment accuracy" at 1300 px
     label = {"greedy": "Output (greedy)", "beam": f"Beam candidate #{request.candidate + 1}",
@@ -197,7 +198,7 @@ def _summary(bundle, request: views.Request, tr: Trace) -> None:
 def _beam_table(bundle, request: views.Request) -> None:
     found = shared.candidates(request)
     st.subheader("Beam candidates")
-    frame = views.candidates_frame(bundle, found)
+    frame = views.candidates_frame(bundle, request.text, found)
     st.dataframe(frame, hide_index=True, width="stretch",
                  column_config={"log P": st.column_config.NumberColumn(format="%.4f"),
                                 "log P / token": st.column_config.NumberColumn(format="%.4f"),
@@ -221,7 +222,7 @@ def _downloads(bundle, request: views.Request, tr: Trace) -> None:
     cols[1].download_button("Trace as CSV", data=lambda: views.trace_csv(tr, explanation), file_name=f"{stem}.csv",
                             mime="text/csv", key=K + "csv", on_click="ignore", width="stretch")
     cols[2].download_button("Offline trace (HTML)", data=lambda: offline.trace_page(
-        tr, bundle.model.cfg.cell, request.text, views.output_text(bundle, tr)), file_name=f"{stem}.html",
+        tr, bundle.model.cfg.cell, request.text, views.output_text(bundle, tr, request.mode != "teacher")), file_name=f"{stem}.html",
         mime="text/html", key=K + "offline", on_click="ignore", width="stretch",
         help="One file that steps through this decoding with ← → and buttons, with no server and no network: "
              "the heatmap, the four steps and the lookup table (plotly.js and the Chinese glyphs inside, under 5 MB)")

@@ -107,12 +107,13 @@ def render(bundle, request: views.Request, tr: Trace, original: Trace) -> None:
                   width="stretch")
     diff = first_difference(original.output_tokens, tr.output_tokens)
     left, right = st.container(key=K + "what_if_pair").columns(2, gap="large")  # a what-if link lands here
+    own = request.mode != "teacher"  # the outputs are the model's own decodings: they show their copies
     with left:
-        st.markdown(f"#### Original: {shared.md(views.output_text(bundle, original)) or '∅'}")
+        st.markdown(f"#### Original: {shared.md(views.output_text(bundle, original, own)) or '∅'}")
         shared.chart(fig_attention.attention_heatmap(original, diff, title="Original α") if attends else
                      fig_steps.output_distribution(original, 0, title="Original ŷ₁"), "original", K + "fig_original")
     with right:
-        st.markdown(f"#### Changed: {shared.md(views.output_text(bundle, tr)) or '∅'}")
+        st.markdown(f"#### Changed: {shared.md(views.output_text(bundle, tr, own)) or '∅'}")
         shared.cut_note(bundle, request, tr, caption=True)
         if request.intervention.masked:
             st.caption("Masked inputs are crossed out in grey: attention could not look at them.")
