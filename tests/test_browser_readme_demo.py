@@ -2,8 +2,8 @@
 read from the README (so the script cannot rot), opened on a fresh server, and must show its view: the
 right page, no exception or error, presenter mode on, and on Explore the model, input, step, what-if and
 open sections the link names. Each link names its figure (#heatmap, ...): the page must open scrolled to
-it, the figure inside the first screen; at least 90% of the visible text at 16 px or more; no text cut
-off its box. Screenshots go to $EXPLORER_SHOTS when it is set."""
+it, the figure inside the first screen; at least 90% of the visible text at 16 px or more, and every table on
+screen drawn at 16 px or more; no text or table cut off its box. Screenshots go to $EXPLORER_SHOTS when it is set."""
 
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ VIEWPORT = (1024, 768)
 TOP_BAR = 60  # Streamlit's header covers the top of the screen
 
 # The visible text of the screen, by characters: how much is drawn at 16 px or more (SVG chart text too).
+# Tables are measured on their own (TABLE_TEXT): this walk skips the grid's hidden copy of its cells.
 TEXT_SIZES = """() => {
   let large = 0, small = 0; const smallest = [];
   const walker = document.createTreeWalker(document.querySelector('[data-testid="stApp"]'), NodeFilter.SHOW_TEXT);
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
     const text = n.textContent.trim(), el = n.parentElement;
-    if (!text || el.closest('.katex-mathml, style, script')) continue;
+    if (!text || el.closest('.katex-mathml, style, script, [data-testid="stDataFrame"]')) continue;
     const range = document.createRange(); range.selectNodeContents(n); const box = range.getBoundingClientRect();
     if (box.width < 1 || box.height < 1 || box.bottom <= 0 || box.top >= innerHeight || box.right <= 0
         || box.left >= innerWidth) continue;
@@ -48,6 +49,32 @@ SMALL_CHART_TEXT = """() => Array.from(document.querySelectorAll('[data-testid="
   const tick = /tick/.test((t.getAttribute('class') || '') + ' ' + (t.parentElement.getAttribute('class') || ''));
   const chart = (t.closest('[class*="st-key-"]')?.className.match(/st-key-[\\w-]+/g) || ['?']).slice(-1)[0];
   return px < (tick ? 13.9 : 15.9) ? [`${chart}: ${t.textContent.trim().slice(0, 12)} ${px.toFixed(1)} px`] : [];
+})"""
+
+# Tables on screen whose text is drawn under 16 px. A table (st.dataframe) draws its cells on a canvas: at its
+# grid's font (--gdg-base-font-style) times any CSS zoom, and a progress column's labels at 0.9 of that (the
+# grid's range cell), which counts as the table's size.
+TABLE_TEXT = """() => Array.from(document.querySelectorAll('[data-testid="stDataFrame"]')).flatMap(t => {
+  const box = t.getBoundingClientRect(), grid = t.querySelector('[style*="--gdg-base-font-style"]');
+  if (!grid || box.width < 1 || box.bottom <= 0 || box.top >= innerHeight || box.left >= innerWidth) return [];
+  const font = getComputedStyle(grid).getPropertyValue('--gdg-base-font-style');
+  const px = parseFloat(font.match(/([0-9.]+)px/)[1]) * 0.9 * (grid.currentCSSZoom || 1);
+  const key = (t.closest('[class*="st-key-"]')?.className.match(/st-key-[\\w-]+/g) || ['a table']).slice(-1)[0];
+  return px < 15.9 ? [`${key}: ${px.toFixed(1)} px`] : [];
+})"""
+
+# Tables on screen that do not fit: columns hidden past the grid's edge (it scrolls sideways), or the grid
+# itself running past its column or the window (a zoomed table overflowed at 1024 px).
+TABLES_CUT = """() => Array.from(document.querySelectorAll('[data-testid="stDataFrame"]')).flatMap(t => {
+  const box = t.getBoundingClientRect(), room = t.closest('[data-testid="stElementContainer"]').getBoundingClientRect();
+  if (box.width < 1 || box.bottom <= 0 || box.top >= innerHeight) return [];
+  const key = (t.closest('[class*="st-key-"]')?.className.match(/st-key-[\\w-]+/g) || ['a table']).slice(-1)[0];
+  const scroller = t.querySelector('.dvn-scroller'), out = [];
+  if (scroller && scroller.scrollWidth > scroller.clientWidth + 2)
+    out.push(`${key}: columns hidden (${scroller.scrollWidth} px of columns in ${scroller.clientWidth})`);
+  if (box.right > Math.min(room.right, innerWidth) + 1)
+    out.push(`${key}: runs ${Math.round(box.right - Math.min(room.right, innerWidth))} px past its box`);
+  return out;
 })"""
 
 README = ROOT / "README.md"
@@ -113,7 +140,7 @@ def problems_on(page, link: str) -> list[str]:
 
 
 def on_screen(page, anchor: str) -> list[str]:
-    """What the first screen lacks: the named figure, large type, texts that fit."""
+    """What the first screen lacks: the named figure, large type (tables too), texts and tables that fit."""
     found = []
     figure = next((page.locator(s).first for s in ANCHORS[anchor] if page.locator(s).count()), None)
     box = figure.bounding_box() if figure is not None else None
@@ -130,6 +157,8 @@ def on_screen(page, anchor: str) -> list[str]:
     cut = clipped_text(page)
     if cut:
         found.append(f"texts cut off their box: {cut[:5]}")
+    found += [f"a table's text is under 16 px: {t}" for t in page.evaluate(TABLE_TEXT)]
+    found += [f"a table does not fit: {t}" for t in page.evaluate(TABLES_CUT)]
     return found
 
 

@@ -215,15 +215,18 @@ def _step_three(tr: Trace, step: int, request: views.Request, attn_dim: int) -> 
         frame = views.lookup_table(tr, step)
         peak_k = float(abs(tr.keys).max()) if tr.keys.size else 1.0
         peak_v = float(abs(tr.values).max()) if tr.values.size else 1.0
+        # Presenter mode zooms tables 1.2x in the same width: the sparklines give up the room the larger text needs
+        # (at 1024 px the "true?" column was hidden past the edge).
+        bars = 120 if presenter.on() else None
         config = {
             "i": st.column_config.NumberColumn("i", width="small"),
             "token": st.column_config.TextColumn("xᵢ"),
-            "key k_i": st.column_config.BarChartColumn("key kᵢ", y_min=-peak_k, y_max=peak_k),
+            "key k_i": st.column_config.BarChartColumn("key kᵢ", y_min=-peak_k, y_max=peak_k, width=bars),
             "score e_ti": st.column_config.NumberColumn(f"score e{equations.sub(t)}ᵢ", format="%.4f"),
             "weight α_ti": st.column_config.ProgressColumn(f"weight α{equations.sub(t)}ᵢ", format="%.4f",
                                                            min_value=0.0,
                                                            max_value=1.0),
-            "value v_i": st.column_config.BarChartColumn("value vᵢ", y_min=-peak_v, y_max=peak_v),
+            "value v_i": st.column_config.BarChartColumn("value vᵢ", y_min=-peak_v, y_max=peak_v, width=bars),
         }
         if "true" in frame:
             config["true"] = st.column_config.CheckboxColumn("true?", width="small")

@@ -39,7 +39,10 @@ ALWAYS_CSS = """
 
 # Every text a room reads at least 16 px: each element keeps its parent's size (1em) unless that is
 # smaller; headings, formulas (KaTeX sizes its sub- and superscripts in em), icons and chart SVG keep theirs.
-# Tables are drawn on a canvas at Streamlit's small size: zoomed as a whole.
+# Tables are drawn on a canvas at Streamlit's small size (0.875 of 17 px; a progress column's labels at 0.9 of
+# that, 13.4 px): zoomed as a whole, 1.2x, so those labels draw at 16 px; the frame around the grid is zoomed with
+# its width divided by the zoom, so Streamlit sizes the grid to fit and the zoomed table is as wide as its column
+# (a table zoomed by itself ran 10% past it and lost its last column at 1024 px).
 PRESENTER_CSS = """
 [data-testid="stMainBlockContainer"] { padding-top: 3.5rem !important; padding-bottom: 2rem !important; }
 [data-testid="stMainBlockContainer"] .katex { font-size: 1.45em; }
@@ -47,7 +50,8 @@ PRESENTER_CSS = """
 [data-testid="stCaptionContainer"] { font-size: 1rem; }
 [data-testid="stApp"] *:not(h1, h2, h3, h4, h5, h6, .katex, .katex *, svg, svg *, [data-testid="stIconMaterial"],
   [data-testid="stIconMaterial"] *, .material-symbols-rounded) { font-size: max(1em, 16px) !important; }
-[data-testid="stDataFrame"] { zoom: 1.1; contain: paint; }
+[data-testid="stFullScreenFrame"]:has(> [data-testid="stDataFrame"]) { zoom: 1.2; width: calc(100% / 1.2) !important; }
+[data-testid="stDataFrame"] { contain: paint; }
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important; height: auto !important;
 }
