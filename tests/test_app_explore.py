@@ -607,6 +607,25 @@ def test_a_shipped_translation_model_offers_the_articles_sentence_first(models_d
     assert state(at, "input") == options[0]
 
 
+def test_presenter_mode_draws_each_steps_figures_once_and_no_per_chart_downloads(models_dir, monkeypatch):
+    """A step change in presenter mode re-made every chart's projector copy (~25 ms a chart) and six hidden
+    "HTML" links; now each step's copies are made once and the links are left out (the trace's stay)."""
+    import explorer.app.pages.explore_shared as shared
+    made = []
+    monkeypatch.setattr(shared, "presented", lambda fig: made.append(fig) or fig)
+    at = open_app(models_dir, present="1")
+    first = len(made)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "HTML" not in labels and "Trace as JSON" in labels
+    assert first == len(at.get("plotly_chart")) >= 6
+    at.session_state["explore_step"] = 2
+    ok(at)
+    assert len(made) == 2 * first
+    at.session_state["explore_step"] = 1
+    ok(at)
+    assert len(made) == 2 * first, "a step seen before draws from the cache"
+
+
 def test_presenter_mode_offers_a_qr_code_and_plain_mode_none(models_dir):
     plain = open_app(models_dir)
     assert not plain.get("popover")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +41,28 @@ def test_the_config_also_loads_where_streamlit_runs_in_development_mode():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "8501"
+
+
+
+PRELOAD = """
+import json, os, sys
+os.environ.pop("OMP_NUM_THREADS", None)
+from explorer.app import serve
+serve.preload().join(timeout=240)
+import torch
+print(json.dumps({"imported": [m for m in serve.PRELOAD if m in sys.modules], "wanted": list(serve.PRELOAD),
+                  "omp": os.environ.get("OMP_NUM_THREADS"), "threads": torch.get_num_threads()}))
+"""
+
+
+def test_the_served_app_imports_the_first_view_in_the_background_with_one_torch_thread():
+    """`python -m explorer.app.serve` imports torch and the Explore page while the server starts; torch must
+    still start with one thread, as app.py asks before its own import (two spinning threads made every trace
+    15-20x slower on a shared 2-core machine)."""
+    env = {key: value for key, value in os.environ.items() if key != "OMP_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", PRELOAD], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["imported"] == found["wanted"] and "explorer.app.views" in found["wanted"]
+    assert found["omp"] == "1" and found["threads"] == 1

@@ -10,12 +10,20 @@ the limit is 1,000") and the page stays usable. `scripts/start.sh` starts the ap
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 MAX_REQUEST_BYTES = 4 * 1024 * 1024  # above Chromium's 2 MiB address limit
+# What the first view needs and a bare Streamlit app does not: the engine (torch, ~2 s to import), pandas, the
+# Explore page and its figures (plotly's template). Imported in the background while the server starts and
+# the browser loads Streamlit's JavaScript, so the first run finds them ready instead of importing them after.
+# (explorer's modules import one another without cycles, so two threads importing them cannot deadlock.)
+PRELOAD = ("explorer.app.views", "explorer.app.pages.explore")
 
 
 def allow_long_addresses() -> None:
@@ -38,10 +46,27 @@ def allow_long_addresses() -> None:
     uvicorn.Config = Config  # type: ignore[misc]
 
 
+def preload(modules: Sequence[str] = PRELOAD) -> threading.Thread:
+    """Import `modules` in a daemon thread; a page importing one meanwhile waits for it (the import lock)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # as app.py sets it: read when torch is first imported
+
+    def run() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the page imports it again and shows the problem
+                return
+
+    thread = threading.Thread(target=run, name="explorer-preload", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run `streamlit run app.py ARGV` in this process."""
+    """Run `streamlit run app.py ARGV` in this process, the first view's modules importing meanwhile."""
     allow_long_addresses()
-    from streamlit.web import cli
+    from streamlit.web import cli  # Streamlit itself first: the preload then shares none of its imports
+    preload()
     sys.argv = ["streamlit", "run", str(APP), *(sys.argv[1:] if argv is None else argv)]
     return cli.main()
 

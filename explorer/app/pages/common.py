@@ -192,12 +192,12 @@ def explore_link(label: str, model: str, text: str, step: int | None = None, fai
     st.page_link(explore_target(), label=label, icon=":material/search:", query_params=params)
 
 
-def chart(where: Any, fig: Any, *, key: str, config: dict | None = None, **kwargs: Any):
+def chart(where: Any, fig: Any, *, key: str, config: dict | None = None, ready: bool = False, **kwargs: Any):
     """Draw a Plotly figure in `where` (st or a column): our fonts and colours (theme=None: Streamlit's
     chart theme would shrink labels to 12.75 px and recolour scales), a PNG camera, projector-sized
-    type in presenter mode."""
+    type in presenter mode (`ready`: `fig` is already that copy, e.g. a cached one)."""
     from explorer.app.figures.style import plotly_config, presented
     from explorer.app.pages import presenter
-    if presenter.on():
+    if presenter.on() and not ready:
         fig = presented(fig)
     return where.plotly_chart(fig, key=key, config=config or plotly_config(key), theme=None, **kwargs)

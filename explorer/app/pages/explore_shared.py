@@ -10,8 +10,8 @@ import streamlit as st
 
 from explorer.engine import lengths
 from explorer.errors import ExplorerError
-from explorer.app.figures.style import figure_html, plotly_config
-from explorer.app.pages import beam_panel, common
+from explorer.app.figures.style import figure_html, plotly_config, presented
+from explorer.app.pages import beam_panel, common, presenter
 from explorer.app.pages.explore_state import K
 from explorer.record import Trace
 from explorer.app.engine_link import engine_module
@@ -39,19 +39,28 @@ def trace_for(request: views.Request) -> Trace:
 def _figure(request: views.Request, name: str, step: int | None, build: Callable[[], Any]):
     """A figure built once per (model version, request, figure, step): revisiting a step costs nothing."""
     if K + "figures" not in st.session_state:
-        st.session_state[K + "figures"] = model_registry.LRUCache(160)
+        st.session_state[K + "figures"] = model_registry.LRUCache(320)  # a figure and its presenter copy
     key = (common.model_key(request.model), request, name, step)
     return st.session_state[K + "figures"].get_or_compute(key, build)
 
 
 def chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
-    """A figure with a PNG camera (the modebar) and an HTML download (self-contained, offline).
+    """A figure with a PNG camera (the modebar) and, out of presenter mode, an HTML download (self-contained,
+    offline).
 
-    `fig` may be a builder (no arguments); with `cache=(request, step)` it is built once per step."""
+    `fig` may be a builder (no arguments); with `cache=(request, step)` it is built once per step, and so is its
+    presenter-mode copy (making that copy was ~25 ms a chart, on every step change)."""
+    shown = None
     if callable(fig):
         fig = _figure(cache[0], name, cache[1], fig) if cache is not None else fig()
+        if cache is not None and presenter.on():
+            base = fig
+            shown = _figure(cache[0], name + " presented", cache[1], lambda: presented(base))
     # theme=None: our projector-sized fonts, not Streamlit's chart theme.
-    event = common.chart(st, fig, key=key, config=plotly_config(name), **kwargs)
+    event = common.chart(st, shown if shown is not None else fig, key=key, config=plotly_config(name),
+                         ready=shown is not None, **kwargs)
+    if presenter.on():  # no per-chart links on a projector (and six elements fewer for every step change)
+        return event
     st.download_button("HTML", icon=":material/download:", data=lambda: figure_html(fig), file_name=f"{name}.html",
                        mime="text/html", key=key + "_html", on_click="ignore", type="tertiary",
                        help="Download this figure as an interactive HTML page (PNG: the camera icon on the chart)")
