@@ -313,9 +313,7 @@ def test_trace_frame_without_attention_has_a_row_per_step(plain_trace):
     assert frame["weight"].isna().all()
 
 
-def test_top_k_frame_and_step_summary(copy_trace):
-    frame = views.top_k_frame(copy_trace, 0, 4)
-    assert list(zip(frame["token"], frame["p"])) == copy_trace.top_k(0, 4)
+def test_step_summary(copy_trace):
     facts = views.step_summary(copy_trace, 1)
     assert facts["chosen"] == copy_trace.output_tokens[1] and facts["previous"] == copy_trace.output_tokens[0]
     assert facts["argmax"] == int(np.argmax(copy_trace.weights[1]))

@@ -14,7 +14,8 @@ from explorer.errors import ExplorerError
 from explorer.training.evaluation import accuracy_by_length
 from explorer.app.figures import compare as cfig
 from explorer.app.figures import lessons as lfig
-from explorer.engine.model import UnsharedRNN, count_parameters, rnn_parameter_count
+from explorer.engine.parameters import count_parameters
+from explorer.engine.unshared import UnsharedRNN, rnn_parameter_count
 from explorer.engine.trace import trace
 
 # --- 1. sampling -------------------------------------------------------------------------------

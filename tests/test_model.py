@@ -12,14 +12,9 @@ from explorer.engine.decoding import batch_sources, decode
 from explorer.errors import ExplorerError
 from explorer.engine import model as model_module
 from explorer.engine.layers import Dropout, lstm_by_layer, reorder, reverse_within_length
-from explorer.engine.model import (
-    Control,
-    ModelConfig,
-    Seq2Seq,
-    UnsharedRNN,
-    count_parameters,
-    rnn_parameter_count,
-)
+from explorer.engine.model import Control, ModelConfig, Seq2Seq
+from explorer.engine.parameters import count_parameters
+from explorer.engine.unshared import UnsharedRNN, rnn_parameter_count
 from explorer.engine.seeding import seeded_model
 from explorer.engine.teacher_forced import teacher_forced
 from explorer.data.vocab import EOS_ID, PAD_ID, SOS_ID

@@ -20,7 +20,7 @@ from explorer import defaults, settings
 
 from explorer.app import views
 from explorer.errors import ExplorerError
-from explorer.training.evaluation import translate_text
+from explorer.training.evaluation import translate_one
 from explorer.training.further import further_job
 from explorer.training.further_data import vocabulary_coverage
 from explorer.training.recipes import pick_examples, translation_run, translation_setup
@@ -146,7 +146,7 @@ def test_pick_examples_prefers_sentences_the_model_knows(pig):
 def test_held_out_scores_are_sacrebleus_on_the_models_own_translations(pig):
     bundle, _, held_out = pig
     scores = score_pairs(bundle, held_out)
-    hypotheses = [translate_text(bundle, s)[0] for s, _ in held_out]
+    hypotheses = [translate_one(bundle, s).text for s, _ in held_out]
     references = [t for _, t in held_out]
     assert scores["n"] == len(held_out)
     assert scores["bleu"] == pytest.approx(round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2))

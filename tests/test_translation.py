@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from explorer.checkpoints import checkpoint
-from explorer.training.evaluation import evaluate_tsv, translate_text
+from explorer.training.evaluation import evaluate_tsv, translate_one
 from explorer.data.vocab import EOS_ID, PAD_ID, SOS_ID, UNK_ID
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def tiny_model(tmp_path_factory) -> Path:
 def test_tiny_model_learns_the_fixture_corpus(tiny_model: Path) -> None:
     bundle = checkpoint.load(tiny_model)
     assert bundle.languages == ("en", "fr")
-    right = sum(translate_text(bundle, s)[0] == t for s, t in tiny_corpus())
+    right = sum(translate_one(bundle, s).text == t for s, t in tiny_corpus())
     assert right >= 0.9 * len(tiny_corpus())
 
 
@@ -86,7 +86,7 @@ def test_a_word_the_corpus_never_had_is_spelt_in_pieces_never_unk(tiny_model: Pa
 
 def test_output_is_detokenised_text_with_punctuation_attached(tiny_model: Path) -> None:
     bundle = checkpoint.load(tiny_model)
-    text, _ = translate_text(bundle, "Two red cars.")
+    text = translate_one(bundle, "Two red cars.").text
     assert text == text.strip() and not text.endswith(" .") and "▁" not in text
     assert bundle.detokenize_target(bundle.tokenize_target("Deux voitures rouges.")) == "Deux voitures rouges."
 
@@ -158,7 +158,8 @@ def test_the_shipped_models_attend_to_the_word_they_translate(name: str, text: s
 @pytest.mark.parametrize("name", ["eng-fra", "eng-cmn"])
 def test_the_articles_sentence_translates_without_unk(name: str) -> None:
     bundle = checkpoint.load(name)
-    text, unknown = translate_text(bundle, "How can we use variable input lengths?")
+    done = translate_one(bundle, "How can we use variable input lengths?")
+    text, unknown = done.text, done.unknown
     assert not unknown and "<unk>" not in text and text.strip()
 
 

@@ -24,7 +24,8 @@ import torch
 
 from explorer.engine.bundle import ModelBundle
 from explorer.errors import ExplorerError
-from explorer.engine.model import count_parameters, rnn_parameter_count
+from explorer.engine.parameters import count_parameters
+from explorer.engine.unshared import rnn_parameter_count
 from explorer.record import Trace
 from explorer.data.vocab import SOS
 

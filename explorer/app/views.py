@@ -385,13 +385,6 @@ def lookup_table(tr: Trace, t: int) -> pd.DataFrame:
     return frame
 
 
-def top_k_frame(tr: Trace, t: int, k: int = 10) -> pd.DataFrame:
-    """The k most probable output tokens at step t, with whether each is the chosen one."""
-    _check_step(tr, t)
-    rows = [{"token": tok, "p": p, "chosen": tok == tr.output_tokens[t]} for tok, p in tr.top_k(t, k)]
-    return pd.DataFrame(rows, columns=["token", "p", "chosen"])
-
-
 def step_summary(tr: Trace, t: int) -> dict[str, object]:
     """Plain facts about step t for captions: tokens, chosen probability, the most attended position."""
     _check_step(tr, t)

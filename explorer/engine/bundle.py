@@ -12,7 +12,8 @@ from functools import cached_property
 from typing import Any, Sequence
 
 from explorer.errors import ExplorerError
-from explorer.engine.model import Seq2Seq, count_parameters
+from explorer.engine.model import Seq2Seq
+from explorer.engine.parameters import count_parameters
 from explorer.data.robust import ends_sentences, read_input
 from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_text, word_groups
 from explorer.data.tasks import Example, Task, TaskSpec, make_task

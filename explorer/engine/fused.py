@@ -38,7 +38,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from explorer.engine.model import Memory, Seq2Seq, padding_mask
+from explorer.engine.layers import padding_mask
+from explorer.engine.model import Memory, Seq2Seq
 from explorer.engine.teacher_forced import by_target_length, read_out_steps, stacked_rows
 
 

@@ -1,6 +1,6 @@
 """Building blocks model.py uses that are not the article's equations: dropout whose masks come from a trainer's
 own generator, nn.LSTM run layer by layer for that dropout, embeddings that skip their init on the meta device,
-and the index arithmetic that reverses padded sequences for a bidirectional encoder."""
+the index arithmetic that reverses padded sequences for a bidirectional encoder, and the padding mask."""
 
 from __future__ import annotations
 
@@ -83,3 +83,8 @@ def reorder(x: Tensor, rows: Tensor) -> Tensor:
     """x (B, S, F) with its B * S positions taken in the order of flat indices `rows` (B * S,)."""
     B, S, F = x.shape
     return x.reshape(B * S, F).index_select(0, rows).view(B, S, F)
+
+
+def padding_mask(src: Tensor, lengths: Tensor) -> Tensor:
+    """(B, S) True where a real token is: position i < the sequence's length."""
+    return torch.arange(src.shape[1], device=src.device).unsqueeze(0) < lengths.to(src.device).unsqueeze(1)

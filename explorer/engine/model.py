@@ -13,7 +13,8 @@ This is the reference: everything that decodes (greedy, beam, traces, interventi
 `Seq2Seq.decode_step`, and `Seq2Seq.forward` (teacher-forced training) runs the same steps. Training may
 choose a faster path to the same numbers (explorer/training/training_forward.py, explorer/engine/fused.py,
 explorer/engine/teacher_forced.py); tests/test_fused.py holds it to this module's values and gradients.
-The config and its checks are in explorer/engine/config.py; the blocks that are not equations in layers.py.
+The config and its checks are in explorer/engine/config.py; the blocks that are not equations in layers.py;
+the article's unshared RNN in unshared.py; parameter counts in parameters.py.
 """
 
 from __future__ import annotations
@@ -26,50 +27,11 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from explorer.engine.config import ModelConfig
-from explorer.engine.layers import Dropout, embedding, lstm_by_layer, reorder, reverse_within_length
+from explorer.engine.layers import Dropout, embedding, lstm_by_layer, padding_mask, reorder, reverse_within_length
+from explorer.engine.unshared import UnsharedRNN
 from explorer.errors import ExplorerError
 
 State = Union[Tensor, tuple[Tensor, Tensor]]  # (L, B, H), or (h, c) for LSTM
-
-
-class UnsharedRNN(nn.Module):
-    """h_t = tanh(W_t [h_{t-1}; x_t] + b_t) with a separate W_t per position: the article's "mistake".
-
-    It exists to be taught: its parameter count grows with the length, and it has no weights
-    for a position it was not built for.
-    """
-
-    def __init__(self, input_size: int, hidden: int, max_len: int) -> None:
-        super().__init__()
-        self.hidden, self.max_len = hidden, max_len
-        bound = 1.0 / math.sqrt(hidden)
-        self.W = nn.Parameter(torch.empty(max_len, hidden, hidden + input_size).uniform_(-bound, bound))
-        self.b = nn.Parameter(torch.empty(max_len, hidden).uniform_(-bound, bound))
-
-    def forward(self, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        B, S, _ = x.shape
-        if S > self.max_len:
-            raise ExplorerError(
-                f"the unshared RNN has weights for {self.max_len} positions only; this input has {S}")
-        h = x.new_zeros(B, self.hidden)
-        outputs = []
-        for t in range(S):
-            h_new = torch.tanh(torch.cat([h, x[:, t]], dim=-1) @ self.W[t].T + self.b[t])  # (B, H)
-            alive = (t < lengths).unsqueeze(1)  # (B, 1): past a sequence's end its state stays put
-            h = torch.where(alive, h_new, h)
-            outputs.append(torch.where(alive, h_new, torch.zeros_like(h_new)))
-        return torch.stack(outputs, dim=1), h.unsqueeze(0)  # (B, S, H), (1, B, H)
-
-
-def count_parameters(module: nn.Module) -> int:
-    """Number of learnable numbers in a module (frozen ones too: a shipped, frozen model keeps its size)."""
-    return sum(p.numel() for p in module.parameters())
-
-
-def rnn_parameter_count(input_size: int, hidden: int, length: int, shared: bool) -> int:
-    """Parameters of one tanh RNN layer over `length` steps: constant if shared, linear if not."""
-    per_step = hidden * (hidden + input_size) + hidden
-    return per_step if shared else per_step * length
 
 
 def _looked_up(embed: nn.Embedding, dropout: Dropout, ids: Tensor) -> Tensor:
@@ -381,6 +343,3 @@ class Seq2Seq(nn.Module):
                 use_truth = teacher_forcing >= 1.0 or torch.rand((), generator=generator).item() < teacher_forcing
                 y = tgt_in[:, t + 1] if use_truth else step.logits.argmax(-1)
         return torch.stack(outputs, 1), (torch.stack(weights, 1) if weights else None)
-def padding_mask(src: Tensor, lengths: Tensor) -> Tensor:
-    """(B, S) True where a real token is: position i < the sequence's length."""
-    return torch.arange(src.shape[1], device=src.device).unsqueeze(0) < lengths.to(src.device).unsqueeze(1)

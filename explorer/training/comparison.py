@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from explorer.engine.bundle import ModelBundle
 from explorer.errors import ExplorerError
 from explorer.training.evaluation import accuracy_by_length
-from explorer.engine.model import count_parameters
+from explorer.engine.parameters import count_parameters
 
 CURVE_LENGTHS: tuple[int, ...] = tuple(range(1, 41))
 CURVE_SAMPLES = 200

@@ -83,12 +83,6 @@ def translate_one(bundle: ModelBundle, text: str, beam: int = 1) -> Translation:
     return Translation(text, prepared.unknown, cut)
 
 
-def translate_text(bundle: ModelBundle, text: str, beam: int = 1) -> tuple[str, tuple[str, ...]]:
-    """Translate one sentence; returns the text and the unknown input words (shown as <unk>)."""
-    done = translate_one(bundle, text, beam)
-    return done.text, done.unknown
-
-
 def evaluate_checkpoint(bundle: ModelBundle, samples: int | None = 1000, min_len: int | None = None,
                         max_len: int | None = None, seed: int = 12345, data: str | None = None,
                         beam: int = 1, split: str = "all",

@@ -86,7 +86,8 @@ MAX_DEFAULT_VOCAB = 8000  # default_vocab_size's largest
 def largest_translation_model(model_options: dict[str, Any], max_tokens: int) -> int:
     """The most parameters translation_setup can make with these options (the largest vocabularies, and the data's
     default size where an option is not given), counted without allocating: a job's memory before its data is read."""
-    from explorer.engine.model import Seq2Seq, count_parameters
+    from explorer.engine.model import Seq2Seq
+    from explorer.engine.parameters import count_parameters
     counts = []
     for base in (defaults.SMALL_MODEL, defaults.LARGE_MODEL):
         options = {**base, **model_options, "max_src_len": max(64, max_tokens * 2),
