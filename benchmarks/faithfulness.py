@@ -9,15 +9,12 @@ figures.
 
     python benchmarks/faithfulness.py [--threads 2] [--samples 500] [--repeats 5] [--json out.json]
     python benchmarks/faithfulness.py --store   # (re)write pretrained/faithfulness.json, Compare's twins
-    python benchmarks/faithfulness.py --ig-study 60 copy reverse   # IG's true input under other choices
+    python benchmarks/faithfulness.py --attribution-study 20 [MODEL...] [--seed 999]   # the choices compared
 
-3. `--ig-study N MODEL...`: on N fresh inputs of each toy model (seed 12345, the stored reports' inputs), how
-   often integrated gradients' top input is the true one and how often Captum's delta is within 5%, for the
-   shipped choice (32 points from the <pad> embedding, the zero vector), for 4 × 32 points at the steps where
-   32 missed completeness, and for a uniform baseline: the mean embedding of the source vocabulary's tokens
-   (the embedding of the maximum-entropy mixture of the tokens; Sturmfels, Lundberg & Lee 2020, Distill,
-   "Visualizing the Impact of Feature Attribution Baselines"; Zhang et al. 2022, "Maximum Entropy Baseline for
-   Integrated Gradients"). Each variant's seconds of IG are summed over the same inputs, run one after the other.
+3. `--attribution-study N MODEL...` (default: the held-out toy models reverse-scaled, reverse-additive, sort,
+   dates; seed 999, inputs the tests and the stored reports do not use): how often each choice's top input is
+   the true one (attribution_study says which choices), and IG's convergence and seconds. It chose what
+   explorer/engine/attribution.py computes (docs/FAITHFULNESS.md).
 
 Wall time depends on what else the machine runs: each figure is printed with the load average it ran under.
 """
@@ -66,8 +63,10 @@ def sentence_section(threads: int, repeats: int) -> dict:
     src = torch.tensor([prepared.ids])
     out = torch.tensor([tr.output_ids.tolist()])
     parts = {"gradients (grad × input, IG 32 steps)": lambda: attribution._gradients(model, src, out, 32),
-             "erasure": lambda: attribution._erasure(model, src, out),
-             "counterfactual α": lambda: attribution._counterfactuals(model, src, out, 0.05, 0)}
+             "where each step starts (a teacher-forced decode)": lambda: attribution._step_starts(model, src, out),
+             "erasure": lambda: attribution._erasure(starts, src.shape[1]),
+             "counterfactual α": lambda: attribution._counterfactuals(starts, 0.05, 0)}
+    starts = attribution._step_starts(model, src, out)
     walls, cpus = [], []
     for _ in range(repeats):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -112,10 +111,35 @@ def samples_section(samples: int, threads: int) -> dict:
     return {"samples": samples, "threads": threads, "wall_s": seconds, "report": report}
 
 
-def ig_study(samples: int, names: list[str], threads: int) -> dict:
+def erasure_every_step(model, src, out):
+    """Erasure as a user sees it in Explore (the input hidden at every step, the prefix teacher-forced): log p(y_t)
+    − log p(y_t | x_i hidden) (T, S), one batch row per position."""
+    import torch
+
+    from explorer.engine.decoding import decode
+    from explorer.engine.model import Control
+    from explorer.engine.trace import erasure_masks
+    S, T = src.shape[1], out.shape[1]
+    with torch.no_grad():
+        memory = model.encode(src, torch.tensor([S]))
+        runs = [decode(model, memory.select(torch.zeros(n, dtype=torch.long)), T, target=out.expand(n, -1),
+                       default_control=control, keep_steps=True).steps
+                for n, control in ((1, None), (S, Control(mask=erasure_masks(S))))]
+        plain, hidden = (torch.log_softmax(torch.stack([s.logits for s in r], 1).float(), -1)
+                         .gather(2, out.expand(len(r[0].logits), -1).unsqueeze(2)).squeeze(2) for r in runs)
+    return (plain - hidden).T.double().numpy()
+
+
+def attribution_study(samples: int, seed: int, names: list[str], threads: int) -> dict:
+    """How often each choice's top input is the true one, on `samples` fresh inputs of each toy model (seed
+    `seed`): gradient × input and integrated gradients for each target (p(y_t), log p(y_t), y_t's logit), IG from
+    each baseline (the <pad> embedding, i.e. zero; the mean token embedding; the average of IG from 4 baselines of
+    uniformly drawn tokens, 4x the cost), each aggregated over the embedding three ways (signed sum, L2 norm, sum
+    of absolute values); IG's convergence (|delta| within 5% of the output's change) and seconds; α; erasure with
+    the input hidden at every step (Explore's mask as a user sets it) and at step t alone."""
     import numpy as np
     import torch
-    from captum.attr import IntegratedGradients
+    from captum.attr import InputXGradient, IntegratedGradients
 
     from explorer.checkpoints.registry import load_shipped
     from explorer.data.tasks import argmax_hits
@@ -123,55 +147,78 @@ def ig_study(samples: int, names: list[str], threads: int) -> dict:
     from explorer.engine import attribution
     from explorer.engine.trace import trace
     from explorer.faithfulness import IG_TOLERANCE
-    from explorer.training.explanations import STORED_SEED, task_sources
+    from explorer.training.explanations import task_sources
     torch.set_num_threads(threads)
-    results = {}
+    aggregations = {"signed sum": lambda a: a.sum(-1).abs(), "L2 norm": lambda a: a.norm(dim=-1),
+                    "absolute sum": lambda a: a.abs().sum(-1)}
+    results: dict = {}
     for name in names:
         bundle = load_shipped(name)
         model = bundle.model
-        mean = model.encoder.embed.weight.detach()[len(SPECIALS):].mean(0)
-        tally = {v: {"hits": 0, "counted": 0, "converged": 0, "steps": 0, "seconds": 0.0}
-                 for v in ("zero, 32", "zero, 32 then 128 where missed", "mean embedding, 32")}
-        for prepared in task_sources(bundle, samples, STORED_SEED):
+        table = model.encoder.embed.weight.detach()
+        generator = torch.Generator().manual_seed(0)
+        tally: dict = {}
+        seconds: dict = {}
+
+        def add(key: str, top, sets, converged=None) -> None:
+            t = tally.setdefault(key, {"hits": 0, "counted": 0, "converged": 0, "steps": 0})
+            hits, counted = argmax_hits(top.tolist(), sets)
+            t["hits"] += hits
+            t["counted"] += counted
+            if converged is not None:
+                t["converged"] += int(converged.sum())
+                t["steps"] += len(converged)
+        for prepared in task_sources(bundle, samples, seed):
             tr = trace(bundle, prepared)
+            sets = tuple(tuple(np.flatnonzero(row).tolist()) for row in tr.alignment)
             src, out = torch.tensor([prepared.ids]), torch.tensor([tr.output_ids.tolist()])
-            T = out.shape[1]
-            forward = attribution._chosen_probability(model, src, out)
+            T, S = out.shape[1], src.shape[1]
+            steps = torch.arange(T)
             with torch.no_grad():
                 x = model.encoder.embed(src).expand(T, -1, -1).contiguous()
-            steps = torch.arange(T)
-
-            def integrate(rows, base, n):
+            add("alpha", np.asarray(tr.weights).argmax(1), sets)
+            for target in ("probability", "log_probability", "logit"):
+                forward = attribution._chosen_score(model, src, out, target)
                 with torch.enable_grad():
-                    ig, delta = IntegratedGradients(forward).attribute(
-                        x[rows], baselines=base[rows], additional_forward_args=steps[rows], n_steps=n,
-                        return_convergence_delta=True, internal_batch_size=512)
-                return ig.detach().double(), delta.detach().double()
-
-            zero, uniform = torch.zeros_like(x), mean.expand_as(x).contiguous()
-            for variant, base, refine in (("zero, 32", zero, False), ("zero, 32 then 128 where missed", zero, True),
-                                          ("mean embedding, 32", uniform, False)):
-                started = time.perf_counter()
-                ig, delta = integrate(steps, base, 32)
-                change = ig.sum((1, 2)) - delta
-                missed = (delta.abs() > IG_TOLERANCE * change.abs()).nonzero().squeeze(1)
-                if refine and len(missed):
-                    ig[missed], delta[missed] = integrate(missed, base, 128)
+                    gxi = InputXGradient(forward).attribute(x.clone().requires_grad_(),
+                                                            additional_forward_args=steps).detach()
+                for agg, reduce in aggregations.items():
+                    add(f"grad_x_input | {target} | {agg}", reduce(gxi).argmax(1).numpy(), sets)
+                drawn = torch.randint(len(SPECIALS), table.shape[0], (4, S), generator=generator)
+                baselines = {"zero (<pad>)": [torch.zeros_like(x)],
+                             "mean embedding": [table[len(SPECIALS):].mean(0).expand_as(x).contiguous()],
+                             "4 random-token baselines": [table[drawn[k]].expand_as(x).contiguous() for k in range(4)]}
+                for base_name, bases in baselines.items():
+                    started = time.perf_counter()
+                    runs = []
+                    for base in bases:
+                        with torch.enable_grad():
+                            ig, delta = IntegratedGradients(forward).attribute(
+                                x, baselines=base, additional_forward_args=steps, n_steps=32,
+                                return_convergence_delta=True, internal_batch_size=512)
+                        runs.append((ig.detach().double(), delta.detach().double()))
+                    key = f"{target} | {base_name}"
+                    seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - started
+                    ig = sum(r[0] for r in runs) / len(runs)
+                    delta = sum(r[1] for r in runs) / len(runs)
                     change = ig.sum((1, 2)) - delta
-                t = tally[variant]
-                t["seconds"] += time.perf_counter() - started
-                sets = tuple(tuple(np.flatnonzero(row).tolist()) for row in tr.alignment)
-                hits, counted = argmax_hits(ig.sum(-1).abs().argmax(1).tolist(), sets)
-                t["hits"] += hits
-                t["counted"] += counted
-                t["converged"] += int((delta.abs() <= IG_TOLERANCE * change.abs()).sum())
-                t["steps"] += T
-        results[name] = {}
-        for variant, t in tally.items():
-            results[name][variant] = {"true_input": t["hits"] / t["counted"], "converged": t["converged"] / t["steps"],
-                                      "seconds": t["seconds"], "steps": t["counted"]}
-            print(f"3. {name}, IG {variant}: true input {t['hits'] / t['counted']:.1%} of {t['counted']} steps, "
-                  f"converged {t['converged'] / t['steps']:.1%}, {t['seconds']:.1f} s (load {load()})", flush=True)
+                    converged = (delta.abs() <= IG_TOLERANCE * change.abs()).numpy()
+                    for agg, reduce in aggregations.items():
+                        add(f"integrated_gradients | {key} | {agg}", reduce(ig).argmax(1).numpy(), sets, converged)
+            if S > 1:
+                every = erasure_every_step(model, src, out)
+                add("erasure | every step", np.abs(every).argmax(1), sets)
+                at_step = attribution._erasure(attribution._step_starts(model, src, out), S)
+                add("erasure | at step t", np.abs(at_step).argmax(1), sets)
+        results[name] = {key: {"true_input": t["hits"] / max(t["counted"], 1), "steps": t["counted"],
+                               **({"converged": t["converged"] / t["steps"]} if t["steps"] else {})}
+                         for key, t in tally.items()}
+        results[name]["seconds"] = seconds
+        print(f"3. {name} ({samples} inputs, seed {seed}, load {load()}):", flush=True)
+        for key, r in results[name].items():
+            if key != "seconds":
+                print(f"   {key:<62} true input {r['true_input']:.1%} of {r['steps']}"
+                      + (f", converged {r['converged']:.1%}" if "converged" in r else ""), flush=True)
     return results
 
 
@@ -202,17 +249,20 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-samples", action="store_true", help="only the one-sentence measurement")
     parser.add_argument("--store", action="store_true", help="write pretrained/faithfulness.json and stop")
-    parser.add_argument("--ig-study", nargs="+", metavar=("N", "MODEL"), default=None,
-                        help="integrated gradients' true input on N inputs of each toy MODEL under other choices")
+    parser.add_argument("--attribution-study", nargs="+", metavar=("N", "MODEL"), default=None,
+                        help="the attributions' true input on N inputs of each toy MODEL under other choices")
+    parser.add_argument("--seed", type=int, default=999, help="--attribution-study: the inputs' seed")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args()
     if args.store:
         store(args.threads)
         return 0
-    if args.ig_study:
-        study = ig_study(int(args.ig_study[0]), args.ig_study[1:] or ["copy", "reverse"], args.threads)
+    if args.attribution_study:
+        names = args.attribution_study[1:] or ["reverse-scaled", "reverse-additive", "sort", "dates"]
+        study = attribution_study(int(args.attribution_study[0]), args.seed, names, args.threads)
         if args.json:
-            Path(args.json).write_text(json.dumps({"ig_study": study}, indent=1) + "\n", encoding="utf-8")
+            Path(args.json).write_text(json.dumps({"attribution_study": study, "seed": args.seed}, indent=1) + "\n",
+                                       encoding="utf-8")
         return 0
     results = {"sentence": sentence_section(args.threads, args.repeats)}
     if not args.skip_samples:

@@ -146,9 +146,9 @@ def _parser() -> argparse.ArgumentParser:
     f = command("faithfulness", "is the attention the explanation? attributions (gradient × input, integrated "
                                 "gradients, erasure) beside α and counterfactual attention, per decoder step",
                 epilog="Each step's chosen token is explained with its own prefix: gradient × input and integrated "
-                       "gradients (Captum; baseline: the <pad> embedding, a zero vector) on the encoder's input "
-                       "embeddings, and erasure (the drop in log p when Explore's mask hides one input from "
-                       "attention). Agreement with α: top-1, Kendall τ, Jensen–Shannon distance of the |scores|. "
+                       "gradients of its logit (Captum; baseline: the mean token embedding at every input) on the "
+                       "encoder's input embeddings, and erasure (the drop in log p when Explore's mask hides one "
+                       "input from attention at that step alone). Agreement with α: top-1, Kendall τ, Jensen–Shannon distance of the |scores|. "
                        "Counterfactuals (Jain & Wallace 2019): α replaced by a permutation, the uniform α and an "
                        "adversarial α that keeps the output within --epsilon (total variation). docs/FAITHFULNESS.md")
     f.add_argument("--checkpoint", required=True, help=_checkpoint_help())

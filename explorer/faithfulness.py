@@ -5,11 +5,14 @@ model. `explorer/engine/attribution.py` computes them; docs/FAITHFULNESS.md says
 For each decoder step t of a trace and its chosen token y_t (the prefix y_<t held as decoded), one score per
 input position i from each method:
 
-- ``grad_x_input``: Σ_e ∂p(y_t)/∂x_ie · x_ie, on the encoder's input embeddings x_i (summed over the embedding);
+- ``grad_x_input``: Σ_e ∂z_t/∂x_ie · x_ie, z_t the logit of y_t, on the encoder's input embeddings x_i (summed
+  over the embedding, signed);
 - ``integrated_gradients`` (Sundararajan et al. 2017, through Captum): the same, integrated along the straight
-  path from a baseline (the <pad> embedding, a zero vector) to x; Captum's convergence delta is kept per step;
-- ``erasure`` (leave one out): log p(y_t) − log p(y_t | x_i hidden from attention), hidden by Explore's own
-  mask; a model without attention has nothing to hide an input from, so it has no erasure.
+  path from a baseline (the mean token embedding at every position) to x; Captum's convergence delta is kept
+  per step;
+- ``erasure`` (leave one out at the step): log p(y_t) − log p(y_t | x_i hidden from attention at step t), hidden
+  by Explore's own mask at that step alone (Serrano & Smith 2019's erasure of one attention weight); a model
+  without attention has nothing to hide an input from, so it has no erasure.
 
 Agreement with α (per step, then the mean over steps): the importance of input i is |score_i| (a method's sign
 says for or against y_t; α has none); top-1 agreement (the same position is largest), Kendall τ
@@ -38,7 +41,9 @@ COUNTERFACTUALS: tuple[str, ...] = ("permuted", "uniform", "adversarial")
 COUNTERFACTUAL_NAMES: dict[str, str] = {"permuted": "α permuted", "uniform": "uniform α",
                                         "adversarial": "adversarial α"}
 IG_STEPS = 32  # integrated gradients' points on the path (Gauss–Legendre, Captum's default method)
-IG_BASELINE = "the <pad> embedding (a zero vector) at every position"
+IG_BASELINE = "the mean token embedding at every position"
+IG_TARGET = "logit"  # what the gradient methods explain: y_t's logit (attribution._chosen_score's target)
+IG_TARGET_NAME = "logit of y_t"
 IG_TOLERANCE = 0.05  # IG has converged at a step when |Captum's delta| <= this share of the output's change
 EPSILON = 0.05  # the adversarial α keeps the output distribution within this total-variation distance
 SEED = 0  # the permutations' random generator
@@ -62,8 +67,8 @@ class Attributions:
     """Per step t and input position i, how much x_i mattered for the chosen y_t, by each method (T, S)."""
 
     scores: dict[str, np.ndarray]  # method -> (T, S); no "erasure" without attention
-    ig_delta: np.ndarray  # (T,) Captum's convergence delta: Σ_i IG_ti − (p(y_t | x) − p(y_t | baseline))
-    ig_change: np.ndarray  # (T,) p(y_t | x) − p(y_t | baseline), what IG's scores should add up to
+    ig_delta: np.ndarray  # (T,) Captum's convergence delta: Σ_i IG_ti − (z_t(x) − z_t(baseline)), z_t y_t's logit
+    ig_change: np.ndarray  # (T,) z_t(x) − z_t(baseline), what IG's scores should add up to
     ig_steps: int = IG_STEPS
     baseline: str = IG_BASELINE
 
@@ -227,7 +232,7 @@ def summarise(explanations: Sequence[Explanation]) -> dict[str, Any]:
         "steps": steps,
         "seconds_per_sentence": float(np.mean([e.seconds for e in explanations])),
         "methods": methods,
-        "integrated_gradients": {"steps": ig[0].ig_steps, "baseline": ig[0].baseline, "target": "p(y_t)",
+        "integrated_gradients": {"steps": ig[0].ig_steps, "baseline": ig[0].baseline, "target": IG_TARGET_NAME,
                                  "converged_share": _mean(converged.astype(float)),
                                  "median_relative_delta": float(np.median(relative)) if relative.size else None,
                                  "tolerance": IG_TOLERANCE},
@@ -264,7 +269,7 @@ def explanation_json_dict(e: Explanation) -> dict[str, Any]:
     a = e.attributions
     out: dict[str, Any] = {
         "attributions": {method: _array(a.scores[method]) for method in a.methods},
-        "integrated_gradients": {"steps": a.ig_steps, "baseline": a.baseline, "target": "p(y_t)",
+        "integrated_gradients": {"steps": a.ig_steps, "baseline": a.baseline, "target": IG_TARGET_NAME,
                                  "convergence_delta": _array(a.ig_delta), "output_change": _array(a.ig_change),
                                  "converged": a.ig_converged().tolist()},
         "summary": e.summary(),

@@ -14,11 +14,10 @@ import torch
 
 from explorer import faithfulness as F
 from explorer.checkpoints import checkpoint
-from explorer.engine.attribution import explain, js_distance, with_attention
-from explorer.engine.bundle import Prepared
+from explorer.engine.attribution import baseline_embedding, explain, js_distance, with_attention
 from explorer.engine.decoding import decode
 from explorer.engine.model import Control
-from explorer.engine.trace import Intervention, trace
+from explorer.engine.trace import Intervention, erasure_masks, trace
 
 SHIPPED = set(checkpoint.pretrained_names())
 needs = lambda *names: pytest.mark.skipif(not set(names) <= SHIPPED,  # noqa: E731
@@ -52,95 +51,63 @@ def _share(hits):
 
 @needs("copy", "reverse")
 @pytest.mark.parametrize("name", ["copy", "reverse"])
-def test_alpha_and_gradient_x_input_point_at_the_known_input(explained, name):
+def test_alpha_integrated_gradients_and_erasure_point_at_the_known_input(explained, name):
+    """Issue 40's floor: on copy and reverse the right input of every step is known, and α's, integrated
+    gradients' and erasure's top input is it at >= 95% of steps (gradient × input's share is reported in
+    docs/FAITHFULNESS.md, not held to a floor)."""
     _, done = explained[name]
-    for method in (None, "grad_x_input"):
+    for method in (None, "integrated_gradients", "erasure"):
         share, counted = _share([e.truth_hits(method) for e in done])
         assert counted > 50
         assert share >= 0.95, f"{name}: {method or 'α'} finds the true input at {share:.1%} of steps"
 
 
-@needs("copy", "reverse")
-@pytest.mark.parametrize("name, own_share", [("copy", 0.8), ("reverse", 0.5)])
-def test_erasure_points_at_an_input_the_decoder_has_read(explained, name, own_share):
-    """Explore's mask hides an input at every step, and these decoders find their place through the context they
-    read the step before (s_t = f(s_{t-1}, [y_{t-1}; c_{t-1}])): hiding the input an earlier step read derails
-    every step after it, often more than hiding step t's own. So erasure's top input at step t is one that
-    attention read at some step up to t (hiding an input matters only from the step that reads it), and the true
-    one only at some steps (docs/FAITHFULNESS.md gives the shares)."""
-    _, done = explained[name]
-    own = read = counted = 0
-    for e in done:
-        erasure = e.attributions.scores["erasure"]
-        top = np.abs(erasure).argmax(axis=1)
-        looked = e.weights.argmax(axis=1)
-        for t in range(min(e.steps, len(e.alignment))):
-            if not e.alignment[t].any() or not np.isfinite(erasure[t]).all():
-                continue
-            counted += 1
-            own += bool(e.alignment[t, top[t]])
-            read += bool(top[t] in set(looked[: t + 1].tolist()))
-    assert counted > 50
-    assert read / counted >= 0.95, f"{name}: erasure's top input was read by step t at {read / counted:.1%} of steps"
-    assert own / counted >= own_share, f"{name}: erasure finds the true input at {own / counted:.1%} of steps"
-
-
-@needs("copy", "reverse")
-@pytest.mark.parametrize("name", ["copy", "reverse"])
-def test_integrated_gradients_point_at_the_known_input_where_they_converged(explained, name):
-    """Where Captum's delta says the 32-point integral is complete (within 5%), IG's top input is the true one.
-    Where it is not, the straight path from <pad> crossed a point where these sharp models' attention jumps
-    between inputs: docs/FAITHFULNESS.md gives both figures."""
-    _, done = explained[name]
-    hits = counted = 0
-    for e in done:
-        converged = e.attributions.ig_converged()
-        top = np.abs(e.attributions.scores["integrated_gradients"]).argmax(axis=1)
-        for t, row in enumerate(e.alignment):
-            if t < e.steps and row.any() and converged[t]:
-                hits += bool(row[top[t]])
-                counted += 1
-    assert counted > 20
-    assert hits / counted >= 0.95, f"{name}: IG finds the true input at {hits / counted:.1%} of converged steps"
-
-
 @needs("reverse")
 def test_convergence_delta_is_captums_completeness_gap(explained):
-    """delta = Σ_i IG_ti − (p(y_t | x) − p(y_t | baseline)), the baseline being the <pad> embedding (zero)."""
+    """delta = Σ_i IG_ti − (f(x) − f(x')): f the logit of y_t, x' the baseline (the mean token embedding at
+    every position), each end computed here by a plain teacher-forced decode."""
     bundle, done = explained["reverse"]
     e = done[0]
     a = e.attributions
     np.testing.assert_allclose(a.scores["integrated_gradients"].sum(axis=1) - a.ig_change, a.ig_delta, atol=1e-4)
     tr = trace(bundle, "".join(e.source_tokens))
-    p = tr.probs[np.arange(tr.steps), tr.output_ids]
     model = bundle.model
     S = len(e.source_tokens)
     src = torch.tensor([bundle.src_vocab.encode(e.source_tokens)])
-    zero = torch.zeros(1, S, model.cfg.embed)
-    with torch.no_grad():
-        memory = model.encode(src, torch.tensor([S]), embedded=zero)
-        out = torch.tensor([tr.output_ids.tolist()])
-        steps = decode(model, memory, out.shape[1], target=out, keep_steps=True).steps
-    at_baseline = np.array([torch.softmax(s.logits[0], -1)[y].item() for s, y in zip(steps, tr.output_ids)])
-    np.testing.assert_allclose(a.ig_change, p - at_baseline, atol=1e-4)
+    out = torch.tensor([tr.output_ids.tolist()])
+    ends = []
+    for x in (model.encoder.embed(src), baseline_embedding(model).expand(1, S, -1)):
+        with torch.no_grad():
+            memory = model.encode(src, torch.tensor([S]), embedded=x)
+            steps = decode(model, memory, out.shape[1], target=out, keep_steps=True).steps
+        ends.append(np.array([s.logits[0, y].item() for s, y in zip(steps, tr.output_ids)]))
+    np.testing.assert_allclose(a.ig_change, ends[0] - ends[1], atol=1e-3)
 
 
 @needs("reverse")
 def test_erasure_is_two_plain_decodes():
-    """Erasure at (t, i) = log p(y_t) − log p(y_t | x_i masked), each a teacher-forced trace of the same output
-    (Explore's mask: the same Intervention)."""
+    """Erasure at (t, i) = log p(y_t) − log p(y_t | x_i hidden at step t), each a teacher-forced decoding of the
+    same output through decoding.decode: the plain one, and one with Explore's mask of x_i (the Control an
+    Intervention(masked=(i,)) makes) at step t alone."""
     bundle = _load("reverse")
     text = "31415926"
     e = explain(bundle, text)
     tr = trace(bundle, text)
-    target = Prepared("", tr.output_tokens, tuple(int(i) for i in tr.output_ids), ())
-    plain = trace(bundle, text, target=target)
-    for i in (0, 3, 7):
-        hidden = trace(bundle, text, Intervention(masked=(i,)), target=target)
-        for t in range(tr.steps):
-            y = tr.output_ids[t]
-            expected = np.log(plain.probs[t, y]) - np.log(hidden.probs[t, y])
-            assert e.attributions.scores["erasure"][t, i] == pytest.approx(expected, abs=1e-4)
+    model = bundle.model
+    src = torch.tensor([bundle.prepare(text).ids])
+    out = torch.tensor([tr.output_ids.tolist()])
+    masks = erasure_masks(src.shape[1])
+    with torch.no_grad():
+        memory = model.encode(src, torch.tensor([src.shape[1]]))
+        plain = decode(model, memory, out.shape[1], target=out, keep_steps=True).steps
+        for i in (0, 3, 7):
+            for t in range(tr.steps):
+                hidden = decode(model, memory, out.shape[1], target=out, keep_steps=True,
+                                controls={t: Control(mask=masks[i:i + 1])}).steps
+                y = tr.output_ids[t]
+                expected = (torch.log_softmax(plain[t].logits[0], -1)[y]
+                            - torch.log_softmax(hidden[t].logits[0], -1)[y]).item()
+                assert e.attributions.scores["erasure"][t, i] == pytest.approx(expected, abs=1e-4)
 
 
 @needs("reverse")

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from explorer.data.vocab import PAD_ID, SOS_ID
+from explorer.data.vocab import PAD_ID, SOS_ID, SPECIALS
 from explorer.engine.bundle import ModelBundle, Prepared
 from explorer.engine.decoding import decode
 from explorer.engine.devices import model_device
@@ -25,8 +25,8 @@ from explorer.engine.model import Control, Memory, Seq2Seq
 from explorer.engine.teacher_forced import by_target_length, stepwise
 from explorer.engine.trace import erasure_masks, trace
 from explorer.errors import ExplorerError
-from explorer.faithfulness import (COUNTERFACTUALS, EPSILON, IG_STEPS, SEED, Attributions, Counterfactuals,
-                                   Explanation)
+from explorer.faithfulness import (COUNTERFACTUALS, EPSILON, IG_STEPS, IG_TARGET, SEED, Attributions,
+                                   Counterfactuals, Explanation)
 from explorer.record import Trace
 
 ROWS_PER_PASS = 512  # integrated gradients' path points per forward and backward pass (memory, not numbers)
@@ -61,8 +61,9 @@ def explain(bundle: ModelBundle, source: str | Prepared, tr: Trace | None = None
     scores, delta, change = _gradients(model, src, out, ig_steps)
     counterfactuals = None
     if model.attention is not None:
-        scores["erasure"] = _erasure(model, src, out)
-        counterfactuals = _counterfactuals(model, src, out, epsilon, seed)
+        starts = _step_starts(model, src, out)
+        scores["erasure"] = _erasure(starts, src.shape[1])
+        counterfactuals = _counterfactuals(starts, epsilon, seed)
     attributions = Attributions(scores, delta, change, ig_steps)
     return Explanation(bundle.name, model.cfg.attention, tuple(tr.source_tokens), tuple(tr.output_tokens),
                        np.array(tr.weights, dtype=np.float32), attributions, counterfactuals,
@@ -70,10 +71,11 @@ def explain(bundle: ModelBundle, source: str | Prepared, tr: Trace | None = None
                        seconds=time.perf_counter() - started)
 
 
-def _chosen_probability(model: Seq2Seq, src: Tensor, out: Tensor):
-    """f(x, t) -> p(y_t | x, y_<t) (N,) for input embeddings x (N, S, E) of this one input and the step t (N,)
-    each row explains: Seq2Seq.encode given the embeddings, then the teacher-forced decoder (training's batched
-    steps through decode_step) up to that row's step, read out there alone (nothing later reaches y_t)."""
+def _chosen_score(model: Seq2Seq, src: Tensor, out: Tensor, target: str = IG_TARGET):
+    """f(x, t) -> y_t's logit (N,) (`target` "probability": p(y_t | x, y_<t), "log_probability": its log) for
+    input embeddings x (N, S, E) of this one input and the step t (N,) each row explains: Seq2Seq.encode given
+    the embeddings, then the teacher-forced decoder (training's batched steps through decode_step) up to that
+    row's step, read out there alone (nothing later reaches y_t)."""
     S, T = src.shape[1], out.shape[1]
     prefix = torch.cat([torch.full((1, 1), SOS_ID, dtype=torch.long, device=src.device), out[:, :-1]], dim=1)
 
@@ -90,24 +92,38 @@ def _chosen_probability(model: Seq2Seq, src: Tensor, out: Tensor):
         at = offsets[last] + torch.arange(n, device=x.device)
         logits = model.readout(top[at], None if context is None else context[at])  # (n, V) sorted rows
         chosen = out[0, last]
-        p = torch.softmax(logits.float(), dim=-1).gather(1, chosen.unsqueeze(1)).squeeze(1)
+        if target == "logit":
+            scores = logits.float()
+        elif target == "log_probability":
+            scores = torch.log_softmax(logits.float(), dim=-1)
+        else:
+            scores = torch.softmax(logits.float(), dim=-1)
+        p = scores.gather(1, chosen.unsqueeze(1)).squeeze(1)
         return p if batch.back is None else p.index_select(0, batch.back)
     return forward
 
 
+def baseline_embedding(model: Seq2Seq) -> Tensor:
+    """Integrated gradients' baseline x'_i (E,), the same at every position: the mean of the source vocabulary's
+    token embeddings (<pad>, <sos>, <eos>, <unk> aside), the embedding of the uniform mixture of the tokens
+    (docs/FAITHFULNESS.md: chosen over <pad>'s zero vector on held-out models)."""
+    with torch.no_grad():
+        return model.encoder.embed.weight[len(SPECIALS):].float().mean(0)
+
+
 def _gradients(model: Seq2Seq, src: Tensor, out: Tensor,
                ig_steps: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """Gradient × input and integrated gradients (Captum) of p(y_t) on the input embeddings, summed over the
-    embedding: scores (T, S) each, and IG's convergence delta and output change (T,).
+    """Gradient × input and integrated gradients (Captum) of y_t's logit on the input embeddings, summed over
+    the embedding (signed): scores (T, S) each, and IG's convergence delta and output change (T,).
 
     Row t of the batch explains step t, so one backward pass serves every step."""
     from captum.attr import InputXGradient, IntegratedGradients  # 1 s of imports, only when explaining
     T = out.shape[1]
-    forward = _chosen_probability(model, src, out)
+    forward = _chosen_score(model, src, out)
     with torch.no_grad():
         x = model.encoder.embed(src)  # (1, S, E): the looked-up x_i (no dropout outside training)
     x = x.expand(T, -1, -1).contiguous()  # (T, S, E): one row per step explained
-    baseline = torch.zeros_like(x)  # the <pad> embedding (padding_idx: the zero vector) at every position
+    baseline = baseline_embedding(model).to(x.dtype).expand_as(x).contiguous()
     steps = torch.arange(T, device=x.device)
     with torch.enable_grad():
         grad_x_input = InputXGradient(forward).attribute(x.clone().requires_grad_(), additional_forward_args=steps)
@@ -117,32 +133,26 @@ def _gradients(model: Seq2Seq, src: Tensor, out: Tensor,
     ig = ig.detach().double()
     delta = delta.detach().double()
     # Captum's delta is Σ IG − (f(x) − f(baseline)), from its own forward passes at both ends: the change follows.
-    change = ig.sum(dim=(1, 2)) - delta  # (T,) p(y_t) at x minus at the baseline
+    change = ig.sum(dim=(1, 2)) - delta  # (T,) y_t's logit at x minus at the baseline
     scores = {"grad_x_input": grad_x_input.sum(-1).detach().double().cpu().numpy(),
               "integrated_gradients": ig.sum(-1).cpu().numpy()}
     return scores, delta.cpu().numpy(), change.cpu().numpy()
 
 
-@torch.inference_mode()
-def _erasure(model: Seq2Seq, src: Tensor, out: Tensor) -> np.ndarray:
-    """log p(y_t) − log p(y_t | x_i hidden from attention) (T, S): Explore's mask of one position (trace's
-    erasure_masks), one batch row per position, teacher-forced on the output like the plain decoding."""
-    S, T = src.shape[1], out.shape[1]
-    device = src.device
-    memory = model.encode(src, torch.tensor([S], device=device))
-    plain = _log_probs(model, memory, out, None)  # (1, T)
+def _erasure(starts: tuple["_StepStart", Tensor, Tensor], S: int) -> np.ndarray:
+    """log p(y_t) − log p(y_t | x_i hidden from attention at step t) (T, S): Explore's mask of one position
+    (trace's erasure_masks) at that step alone, decoded from the step's own start (the steps before it as the
+    model computed them), every step and position as one batch through decode_step."""
+    start, _, p = starts
+    T = start.T
     if S < 2:  # hiding the only input would leave attention nothing to read (Explore refuses it too)
         return np.full((T, S), np.nan)
-    rows = memory.select(torch.zeros(S, dtype=torch.long, device=device))
-    hidden = _log_probs(model, rows, out.expand(S, -1), Control(mask=erasure_masks(S, device)))  # (S, T)
-    return (plain - hidden).T.double().cpu().numpy()  # (T, S)
-
-
-def _log_probs(model: Seq2Seq, memory: Memory, out: Tensor, control: Control | None) -> Tensor:
-    """log p(y_t) of the chosen tokens, teacher-forced (B, T), through decoding.decode as a trace decodes."""
-    result = decode(model, memory, out.shape[1], target=out, default_control=control, keep_steps=True)
-    logits = torch.stack([step.logits for step in result.steps], dim=1).float()  # (B, T, V)
-    return torch.log_softmax(logits, dim=-1).gather(2, out.unsqueeze(2)).squeeze(2)
+    with torch.no_grad():
+        hidden = start.probs(None, mask=erasure_masks(S, p.device).repeat(T, 1), log=True)  # (T * S, V)
+    chosen = start.chosen
+    plain = p.gather(1, chosen.unsqueeze(1)).log()  # (T, 1): y_t is the decoding's, far from p = 0
+    hidden = hidden.view(T, S, -1).gather(2, chosen.view(T, 1, 1).expand(T, S, 1)).squeeze(2)  # (T, S)
+    return (plain - hidden).double().cpu().numpy()
 
 
 def _step_starts(model: Seq2Seq, src: Tensor, out: Tensor) -> tuple["_StepStart", Tensor, Tensor]:
@@ -156,7 +166,7 @@ def _step_starts(model: Seq2Seq, src: Tensor, out: Tensor) -> tuple["_StepStart"
     states = [memory.s0] + [step.state for step in kept[:-1]]
     contexts = [model.initial_context(1, device)] + [step.context for step in kept[:-1]]
     previous = torch.cat([torch.full((1,), SOS_ID, dtype=torch.long, device=device), out[0, :-1]])  # (T,)
-    start = _StepStart(model, memory, _stack_states(states), torch.cat(contexts), previous)
+    start = _StepStart(model, memory, _stack_states(states), torch.cat(contexts), previous, out[0])
     alpha = torch.cat([step.weights for step in kept]).float()  # (T, S) the model's own α_t
     p = torch.softmax(torch.cat([step.logits for step in kept]).float(), dim=-1)  # (T, V)
     return start, alpha, p
@@ -176,11 +186,11 @@ def with_attention(bundle: ModelBundle, tr: Trace, weights: np.ndarray) -> np.nd
     return q.view(T, K, -1).double().cpu().numpy()
 
 
-def _counterfactuals(model: Seq2Seq, src: Tensor, out: Tensor, epsilon: float, seed: int) -> Counterfactuals:
+def _counterfactuals(starts: tuple["_StepStart", Tensor, Tensor], epsilon: float, seed: int) -> Counterfactuals:
     """Each step t decoded once more from its own s_{t-1}, c_{t-1} and y_{t-1}, with α_t replaced."""
-    S, T = src.shape[1], out.shape[1]
-    device = src.device
-    start, alpha, p = _step_starts(model, src, out)
+    start, alpha, p = starts
+    T, S = alpha.shape
+    device = alpha.device
     rng = np.random.default_rng(seed)
     replaced = {"permuted": torch.stack([alpha[t, torch.as_tensor(rng.permutation(S), device=device)]
                                          for t in range(T)]),
@@ -206,22 +216,27 @@ def _stack_states(states: list) -> object:
 
 class _StepStart:
     """Where every step t of a decoding starts (s_{t-1}, c_{t-1}, y_{t-1}), to decode each once more with a
-    replacement α_t (Control.weights) through the model's own decode_step, `per` rows per step."""
+    replacement α_t (Control.weights) or inputs hidden (Control.mask) through the model's own decode_step, `per`
+    rows per step."""
 
-    def __init__(self, model: Seq2Seq, memory: Memory, state, context: Tensor, previous: Tensor) -> None:
+    def __init__(self, model: Seq2Seq, memory: Memory, state, context: Tensor, previous: Tensor,
+                 chosen: Tensor) -> None:
         self.model, self.memory, self.state, self.context, self.previous = model, memory, state, context, previous
+        self.chosen = chosen  # (T,) y_t, the token each step chose
         self.T = previous.shape[0]
 
-    def probs(self, weights: Tensor) -> Tensor:
-        """ŷ_t with α_t replaced: weights (T * per, S), rows step-major in blocks of `per` -> (T * per, V)."""
-        per = weights.shape[0] // self.T
-        rows = torch.arange(self.T, device=weights.device).repeat_interleave(per)  # the step of each row
+    def probs(self, weights: Tensor | None, mask: Tensor | None = None, log: bool = False) -> Tensor:
+        """ŷ_t (its log with `log`) with α_t replaced (weights) or inputs hidden (mask): (T * per, S), rows
+        step-major in blocks of `per` -> (T * per, V)."""
+        given = weights if weights is not None else mask
+        per = given.shape[0] // self.T
+        rows = torch.arange(self.T, device=given.device).repeat_interleave(per)  # the step of each row
         state = tuple(s.index_select(1, rows) for s in self.state) if isinstance(self.state, tuple) \
             else self.state.index_select(1, rows)
         memory = self.memory.select(torch.zeros_like(rows))
         step = self.model.decode_step(self.previous[rows], state, self.context[rows], memory,
-                                      Control(weights=weights))
-        return torch.softmax(step.logits.float(), dim=-1)
+                                      Control(mask=mask, weights=weights))
+        return (torch.log_softmax if log else torch.softmax)(step.logits.float(), dim=-1)
 
 
 def js_distance(a: Tensor, b: Tensor) -> Tensor:

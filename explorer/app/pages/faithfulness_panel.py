@@ -29,9 +29,10 @@ LARGE_CHANGE = 0.5  # a replacement α at least this far from α_t (JSD, base 2)
 NOTHING = 0.05  # ... and an output that moved less than this (TVD) "changed nothing"
 INTRO = ("Attention says where the model looked, not why it chose its output (Jain & Wallace 2019; Wiegreffe & "
          "Pinter 2019). Beside α, three attributions score each input for the chosen token yₜ with the same "
-         "prefix: **gradient × input** and **integrated gradients** (Captum; from the <pad> embedding, a zero "
-         "vector, in 32 steps) on the encoder's input embeddings, and **erasure**: the drop in log p(yₜ) when "
-         "Explore's mask hides that input from attention. Each is drawn as its |score|'s share of the row, so "
+         "prefix: **gradient × input** and **integrated gradients** of yₜ's logit (Captum; from the mean token "
+         "embedding at every input, in 32 steps) on the encoder's input embeddings, and **erasure**: the drop in "
+         "log p(yₜ) when Explore's mask hides that input from attention at step t alone (the steps before as the "
+         "model computed them). Each is drawn as its |score|'s share of the row, so "
          "all four panels read like α. Then α is **replaced** at each step (a random permutation of itself, the "
          "uniform α, and an adversarial α that stays within ε of the original output) and that step decoded "
          "again. docs/FAITHFULNESS.md has the details.")
@@ -83,8 +84,9 @@ def _draw(request: views.Request, step: int) -> None:
     notes = [f"Step {t} chose **{token}**."]
     if not converged.all():
         notes.append(f"Integrated gradients converged at {int(converged.sum())} of {e.steps} steps: at the grey "
-                     "rows Captum's convergence delta is over 5% of the change in p(yₜ), the straight path from "
-                     "<pad> crossed a point where the model's output jumps, and 32 steps do not add up to it.")
+                     "rows Captum's convergence delta is over 5% of the change in yₜ's logit: the straight path "
+                     "from the mean embedding crossed a point where the model's output jumps, and 32 steps do not "
+                     "add up to it.")
     st.caption(" ".join(notes))
     if e.has_attention:
         st.dataframe(agreement_frame(e, step), hide_index=True, width="stretch", key=KEY + "_table",

@@ -250,9 +250,10 @@ TEXT: dict[str, dict] = {
             'Serrano & Smith 2019). Two tests, on the live model:'),
         "s7_tests": (
             '1. **Ask the inputs another way.** Score each input $x_i$ for the chosen token $y_t$, with the same '
-            'prefix: **gradient × input** (how fast $p(y_t)$ moves with $x_i$, times $x_i$), **integrated '
-            'gradients** (the same, summed along a path from an empty input, Sundararajan et al. 2017) and '
-            '**erasure** (how much $\\log p(y_t)$ drops when $x_i$ is hidden from attention). If α explains the '
+            'prefix: **gradient × input** (how fast the score of $y_t$, its logit, moves with $x_i$, times $x_i$), '
+            '**integrated gradients** (the same, summed along a path from an average input, Sundararajan et al. '
+            '2017) and **erasure** (how much $\\log p(y_t)$ drops when $x_i$ is hidden from attention at that '
+            'step). If α explains the '
             'step, they should point where α points.\n2. **Change α and look again.** Replace ${alpha_t}$ by a '
             'shuffle of itself, by the uniform α, and by an adversarial α that goes as far from ${alpha_t}$ as '
             'it can while keeping the output almost the same; decode that one step again. If α explains the '
@@ -516,9 +517,9 @@ TEXT: dict[str, dict] = {
             '这个问题本身也有专门的研究（Jain & Wallace 2019《Attention is not Explanation》；Wiegreffe & Pinter 2019'
             '《Attention is not not Explanation》；Serrano & Smith 2019）。下面在真实模型上做两个检验：'),
         "s7_tests": (
-            '1. **换一种方式问输入。** 对选中的输出 $y_t$（前缀不变）给每个输入 $x_i$ 打分：**梯度 × 输入**（$p(y_t)$ 随 '
-            '$x_i$ 变化的快慢乘以 $x_i$）、**积分梯度**（沿着从空输入出发的路径把梯度累加起来，Sundararajan 等 2017）和'
-            '**擦除**（把 $x_i$ 对注意力隐藏后 $\\log p(y_t)$ 下降多少）。如果 α 解释了这一步，它们应当指向 α 所指的地方。\n'
+            '1. **换一种方式问输入。** 对选中的输出 $y_t$（前缀不变）给每个输入 $x_i$ 打分：**梯度 × 输入**（$y_t$ 的得分'
+            '（logit）随 $x_i$ 变化的快慢乘以 $x_i$）、**积分梯度**（沿着从平均输入出发的路径把梯度累加起来，Sundararajan '
+            '等 2017）和**擦除**（只在这一步把 $x_i$ 对注意力隐藏后 $\\log p(y_t)$ 下降多少）。如果 α 解释了这一步，它们应当指向 α 所指的地方。\n'
             '2. **换掉 α 再看。** 把 ${alpha_t}$ 换成它自己的随机重排、均匀分布，以及一个对抗的 α——在输出几乎不变的前提下'
             '离 ${alpha_t}$ 尽可能远——然后只把这一步重新解码。如果 α 解释了这一步，一个很不同的 α 应当改变输出。'),
         "s7_alpha": '注意力 α',
