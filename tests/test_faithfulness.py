@@ -147,8 +147,9 @@ def eng_fra():
 
 @needs("eng-fra")
 def test_integrated_gradients_are_complete_on_a_smooth_path(eng_fra):
-    """On the translation model (soft additive attention) the path from <pad> is smooth: Captum's delta is within
-    5% of the output's change at nearly every step (on the sharp toy models, at far fewer: see above)."""
+    """Completeness (Captum's check): on the translation model (soft additive attention) the path from the mean
+    embedding is smooth, and Captum's delta is within 5% of the logit's change at nearly every step (on the sharp
+    toy models at fewer: docs/FAITHFULNESS.md)."""
     _, done = eng_fra
     converged = np.concatenate([e.attributions.ig_converged() for e in done.values()])
     assert converged.mean() >= 0.9, f"converged at {converged.mean():.1%} of steps"
