@@ -13,12 +13,14 @@ from typing import Callable  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from explorer.app.pages import presenter, warmup  # noqa: E402
+from explorer.data.subwords import isolate_untrusted  # noqa: E402
 from explorer.app.pages.addresses import explore_alias, explore_page  # noqa: E402
 
 
 def main() -> None:
     """Lay out the navigation and run the page shown."""
     st.set_page_config(page_title="Attention Explorer", page_icon=":material/search:", layout="wide")
+    isolate_untrusted()  # an uploaded model's tokenizer runs in a process of its own: an abort there spares the server
     explore = explore_page(_lazy("explore"))
     navigation = st.navigation([
         explore,

@@ -175,11 +175,27 @@ def training_memory(tsv_bytes: int = 0, parameters: int = 0, batch: int = 64, to
 
 
 def memory_budget(env: Mapping[str, str] = os.environ) -> int:
-    """Bytes all training jobs of one server may use together: EXPLORER_TRAINING_MEMORY_MB, else 4 GB."""
+    """Bytes the server may use for training jobs and kept uploads together: EXPLORER_TRAINING_MEMORY_MB, else
+    4 GB."""
     try:
         return int(float(env.get("EXPLORER_TRAINING_MEMORY_MB", 4000)) * 1_000_000)
     except ValueError:
         return 4_000_000_000
+
+
+def uploads_budget(env: Mapping[str, str] = os.environ) -> int:
+    """The part of `memory_budget` kept for uploaded files parsed in the server (every session's together):
+    EXPLORER_PARSED_TSV_MB, else 300 MB, at most half the budget; training jobs share the rest."""
+    try:
+        wanted = int(float(env.get("EXPLORER_PARSED_TSV_MB", 300)) * 1_000_000)
+    except ValueError:
+        wanted = 300_000_000
+    return max(0, min(wanted, memory_budget(env) // 2))
+
+
+def jobs_budget(env: Mapping[str, str] = os.environ) -> int:
+    """Bytes all training jobs of one server may use together: the memory budget less the uploads' part."""
+    return memory_budget(env) - uploads_budget(env)
 
 
 def check_memory_budget(new: int, running: Iterable[int], budget: int) -> None:

@@ -331,3 +331,21 @@ def test_bleu_on_one_token_targets_says_it_cannot_mean_anything():
     assert scores["bleu_note"].startswith("100% of the references are shorter than 4 tokens")
     sentences = ["the cat sees the dog today"] * 3
     assert "bleu_note" not in translation_scores(sentences, sentences, "en")
+
+
+def _guess_by_character(texts: list[str]) -> str:
+    """guess_language's rule counted one character at a time (its definition, before the regex)."""
+    def cjk(c: str) -> bool:
+        cp = ord(c)
+        return (0x2E80 <= cp <= 0x9FFF or 0xAC00 <= cp <= 0xD7AF or 0xF900 <= cp <= 0xFAFF
+                or 0xFF00 <= cp <= 0xFFEF or 0x20000 <= cp <= 0x3FFFF)
+    votes = [sum(map(cjk, chars)) * 2 > len(chars) for chars in ([c for c in t if not c.isspace()] for t in texts)
+             if chars]
+    return "zh" if votes and sum(votes) * 2 > len(votes) else "en"
+
+
+@given(st.lists(st.text(st.sampled_from("a b\u3000\u4e2d\u6587\uac00\uff01\U00020001 \t.é"), max_size=12),
+                max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_guess_language_counts_as_its_rule_says(texts):
+    assert guess_language(texts) == _guess_by_character(texts)

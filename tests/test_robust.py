@@ -168,3 +168,24 @@ def test_a_typed_english_sentence_gets_the_final_mark_it_lacks(typed: str, read:
 def test_other_source_languages_are_read_as_typed() -> None:
     assert with_final_punctuation("Comment vas-tu", "fr") == "Comment vas-tu"
     assert read_input("HOW ARE YOU 😀", "en") == "How are you?"
+
+
+def _read_as_by_character(text: str) -> str:
+    """read_as as it was written before the translate table: pictographs dropped one character at a time."""
+    import re
+    import unicodedata
+    kept = "".join(ch for ch in text if not (unicodedata.category(ch) in ("So", "Sk", "Co", "Cs")
+                                              or ch in "\u200d\ufe0e\ufe0f" or 0x1F3FB <= ord(ch) <= 0x1F3FF))
+    if kept != text:
+        kept = re.sub(r"\s+([.,!?;:…])", r"\1", re.sub(r"\s{2,}", " ", kept))
+    kept = kept.strip()
+    if not kept:
+        return text.strip()
+    return sentence_case(kept) if all_capitals(kept) else kept
+
+
+@given(st.text(st.characters(), max_size=40) | st.text(st.sampled_from("AB c!😀\u200d\ufe0f\U0001F3FB^\ue000 ."),
+                                                      max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_read_as_drops_exactly_the_pictographs(text: str) -> None:
+    assert read_as(text) == _read_as_by_character(text)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from explorer.checkpoints import checkpoint
 from explorer.errors import ExplorerError
@@ -51,12 +52,14 @@ def test_any_ordinary_text_is_spelt_without_unk_and_reads_back(tok: SubwordToken
     assert tok.detokenize(pieces) == text
 
 
-def test_tokenize_many_is_tokenize_of_each_text(tok: SubwordTokenizer) -> None:
-    """A file's pairs are tokenized in one batch (the library's threads); the pieces are tokenize's."""
+def test_ids_many_are_the_model_s_ids_of_tokenize_s_pieces(tok: SubwordTokenizer) -> None:
+    """A file's pairs are encoded in one batch (the library's threads); the ids are the model vocabulary's ids of
+    tokenize's pieces."""
+    from explorer.data.vocab import Vocab
     texts = ["the cat sat.", "", "Unseen wörds, 漢字 and 🙂!", "a  b\tc", "<pad> <0x41>"] * 3
-    assert tok.tokenize_many(texts) == [tok.tokenize(t) for t in texts]
+    assert tok.ids_many(texts) == [Vocab(tok.vocab).encode(tok.tokenize(t)) for t in texts]
     with pytest.raises(ExplorerError):
-        tok.tokenize_many(["fine", "\udc80"])
+        tok.ids_many(["fine", "\udc80"])
 
 
 def test_typed_special_names_are_only_text(tok: SubwordTokenizer) -> None:
@@ -236,3 +239,18 @@ def test_a_chinese_target_side_is_learnt_without_the_leading_word_mark(tmp_path:
     pieces = bundle.tokenize_target("我有一辆红色的车。")
     assert not pieces[0].startswith(MARK), pieces
     assert bundle.tokenize_source("I have a red car.")[0].startswith(MARK)
+
+
+@given(st.lists(st.text("abcdefgh ", max_size=12), max_size=30), st.integers(0, 60), st.integers(0, 30),
+       st.integers(0, 3))
+@settings(max_examples=200, deadline=None)
+def test_a_tokenizer_learns_from_a_sample_within_its_bounds(texts, max_chars, max_word_chars, seed):
+    from explorer.data.subwords import training_sample
+    sample = training_sample(texts, seed, max_chars, max_word_chars)
+    words = {w for t in sample for w in t.split()}
+    assert sum(map(len, sample)) <= max_chars and sum(map(len, words)) <= max_word_chars
+    if sum(map(len, texts)) <= max_chars and sum(len(w) for w in {w for t in texts for w in t.split()}) <= max_word_chars:
+        assert sample is texts  # a corpus within the bounds is learnt from whole, as before
+    rest = iter(texts)
+    assert all(any(t == u for u in rest) for t in sample)  # whole sentences, in their order
+    assert training_sample(texts, seed, max_chars, max_word_chars) == sample  # seeded

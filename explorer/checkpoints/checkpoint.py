@@ -189,11 +189,12 @@ def load(name_or_path: str | Path, name: str | None = None) -> ModelBundle:
     path = resolve(str(name_or_path))
     data = storage.read_regular(path, "checkpoint", MAX_CHECKPOINT_BYTES)
     default = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
-    return from_bytes(data, name or default, source=str(path))
+    return from_bytes(data, name or default, source=str(path), trusted=path.resolve().parent == PRETRAINED_DIR.resolve())
 
 
-def from_bytes(data: bytes, name: str, source: str = "upload") -> ModelBundle:
-    """Build a bundle from checkpoint bytes (files and uploads alike), every part checked first."""
+def from_bytes(data: bytes, name: str, source: str = "upload", trusted: bool = False) -> ModelBundle:
+    """Build a bundle from checkpoint bytes (files and uploads alike), every part checked first. `trusted`: a
+    shipped model's, whose tokenizers the app's server runs in its own process (subwords.isolate_untrusted)."""
     if len(data) > MAX_CHECKPOINT_BYTES:
         raise ExplorerError(f"{source} is {len(data):,} bytes; checkpoints are at most {MAX_CHECKPOINT_BYTES:,}")
     if len(data) < 8:
@@ -217,7 +218,8 @@ def from_bytes(data: bytes, name: str, source: str = "upload") -> ModelBundle:
         raise ExplorerError(f"{source} has an unknown checkpoint format {shown!r}")
     try:
         checked = check_info(info)
-        subwords = _subwords_from_info(checked.tokenizers, checked.src_vocab, checked.tgt_vocab, checked.languages)
+        subwords = _subwords_from_info(checked.tokenizers, checked.src_vocab, checked.tgt_vocab, checked.languages,
+                                       trusted)
     except ExplorerError as exc:
         raise ExplorerError(f"{source} has an invalid config: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
@@ -244,14 +246,14 @@ def from_bytes(data: bytes, name: str, source: str = "upload") -> ModelBundle:
     return bundle
 
 
-def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab,
-                        languages: tuple[str, ...] | None) -> tuple[SubwordTokenizer, SubwordTokenizer] | None:
+def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab, languages: tuple[str, ...] | None,
+                        trusted: bool = False) -> tuple[SubwordTokenizer, SubwordTokenizer] | None:
     """The stored subword tokenizers, checked to give exactly the stored vocabularies (None: word level)."""
     if spec is None:
         return None
     if languages is None or not isinstance(spec, dict) or set(spec) != {"source", "target"}:
         raise ExplorerError("tokenizers must be {\"source\": ..., \"target\": ...} of a translation model")
-    pair = SubwordTokenizer(spec["source"]), SubwordTokenizer(spec["target"])
+    pair = SubwordTokenizer(spec["source"], trusted), SubwordTokenizer(spec["target"], trusted)
     if pair[0].vocab != src_vocab.tokens or pair[1].vocab != tgt_vocab.tokens:
         raise ExplorerError("the subword tokenizers do not match the stored vocabularies")
     return pair

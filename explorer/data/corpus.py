@@ -8,6 +8,7 @@ Chinese, length filtering, the seeded train/validation split, vocabulary buildin
 
 from __future__ import annotations
 
+import io
 import random
 import re
 import stat
@@ -49,6 +50,7 @@ class Corpus:
     problems_omitted: int = 0
     skipped: tuple[tuple[str, int, tuple[int, ...]], ...] = ()  # (reason, lines, first line numbers), most first
     lines: tuple[int, ...] = ()  # the line number of each pair, so later filters can say which lines they left out
+    count: int = 0  # the usable pairs (kept in `pairs`, except by check_tsv_bytes)
 
     def skipped_note(self) -> str:
         """One line saying which lines were skipped and why ("" if none), the same in the CLI and the app."""
@@ -84,36 +86,56 @@ def load_tsv_bytes(data: bytes, name: str = "upload", max_bytes: int = 50_000_00
     return _parse(data, name, max_bytes, max_problems_listed)
 
 
-def _parse(data: bytes, name: str, max_bytes: int, max_problems_listed: int) -> Corpus:
+@dataclass(frozen=True)
+class FileCheck:
+    """What a file of pairs holds, without its pairs: the Train page's check of an upload, which the server keeps
+    for every session at a few hundred bytes (a parsed Corpus takes ~12 times the file)."""
+
+    pairs: int
+    skipped_note: str
+
+
+def check_tsv_bytes(data: bytes, name: str = "upload", max_bytes: int = 50_000_000) -> FileCheck:
+    """`load_tsv_bytes`' count of pairs and its skipped lines, or its refusal, reading one line at a time and
+    keeping no pair: memory beyond the file is one line."""
+    corpus = _parse(data, name, max_bytes, 0, keep=False)
+    return FileCheck(corpus.count, corpus.skipped_note())
+
+
+def _parse(data: bytes, name: str, max_bytes: int, max_problems_listed: int, keep: bool = True) -> Corpus:
     if len(data) > max_bytes:
         raise ExplorerError(f"{name} is too large: {len(data):,} bytes (limit {max_bytes:,})")
     if data.startswith(_UTF16_BOMS):
         raise ExplorerError(f"{name} looks like UTF-16 text; save it as UTF-8")
+    stream = io.BytesIO(data)  # shares the bytes; iterating gives one line at a time (no list of every line)
     if data.startswith(_BOM):
-        data = data[len(_BOM):]
+        stream.seek(len(_BOM))
     pairs: list[tuple[str, str]] = []
     lines: list[int] = []
     problems: list[Problem] = []
-    n_problems = 0
+    n_problems = n_pairs = 0
     by_reason: dict[str, list] = {}  # reason -> [count, first line numbers]
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        pair_or_reason = _parse_line(raw.removesuffix(b"\r"))
+    for number, raw in enumerate(stream, start=1):
+        pair_or_reason = _parse_line(raw.removesuffix(b"\n").removesuffix(b"\r"))
         if isinstance(pair_or_reason, tuple):
-            pairs.append(pair_or_reason)
-            lines.append(number)
+            n_pairs += 1
+            if keep:
+                pairs.append(pair_or_reason)
+                lines.append(number)
         elif pair_or_reason:
             n_problems += 1
-            if len(problems) < max_problems_listed:
+            if len(problems) < max(max_problems_listed, _PROBLEMS_IN_MESSAGE):
                 problems.append(Problem(number, pair_or_reason))
             tally = by_reason.setdefault(pair_or_reason, [0, []])
             tally[0] += 1
             if len(tally[1]) < _LINES_PER_REASON:
                 tally[1].append(number)
-    if not pairs:
+    if not n_pairs:
         raise ExplorerError(f"no usable sentence pairs in {name}: {_why_empty(data, problems, n_problems)}")
+    problems = problems[:max_problems_listed]
     skipped = tuple(sorted(((reason, n, tuple(lines)) for reason, (n, lines) in by_reason.items()),
                            key=lambda item: (-item[1], item[2][0])))
-    return Corpus(tuple(pairs), tuple(problems), name, n_problems - len(problems), skipped, tuple(lines))
+    return Corpus(tuple(pairs), tuple(problems), name, n_problems - len(problems), skipped, tuple(lines), n_pairs)
 
 
 def _parse_line(raw: bytes) -> tuple[str, str] | str:
@@ -316,22 +338,20 @@ def tokenizer_for(language: str) -> Tokenizer:
     return Tokenizer(language)
 
 
-def _is_cjk(ch: str) -> bool:
-    cp = ord(ch)
-    return (0x2E80 <= cp <= 0x9FFF or 0xAC00 <= cp <= 0xD7AF or 0xF900 <= cp <= 0xFAFF
-            or 0xFF00 <= cp <= 0xFFEF or 0x20000 <= cp <= 0x3FFFF)
+_CJK = re.compile("(?!\\s)[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]")
 
 
 def guess_language(texts: Sequence[str]) -> str:
-    """"zh" when most texts are mostly CJK characters, else "en" (word level), for users' own files."""
+    """"zh" when most texts are mostly CJK characters, else "en" (word level), for users' own files. (Counted
+    with str.split and a regex, not a loop over characters: a file of long lines spent seconds here.)"""
     mostly_cjk = 0
     counted = 0
     for text in texts:
-        chars = [c for c in text if not c.isspace()]
+        chars = sum(map(len, text.split()))
         if not chars:
             continue
         counted += 1
-        if sum(map(_is_cjk, chars)) * 2 > len(chars):
+        if len(_CJK.findall(text)) * 2 > chars:
             mostly_cjk += 1
     return "zh" if counted and mostly_cjk * 2 > counted else "en"
 
@@ -347,22 +367,8 @@ class Splits(Protocol):
 def filter_pairs(pairs: Iterable[tuple[str, str]], src_tok: Splits, tgt_tok: Splits,
                  max_src_len: int, max_tgt_len: int) -> list[tuple[list[str], list[str]]]:
     """Tokenised pairs short enough to train on (1..max tokens per side, <eos> not counted)."""
-    return [tokens for _, tokens in short_pairs(pairs, src_tok, tgt_tok, max_src_len, max_tgt_len)]
-
-
-def short_pairs(pairs: Iterable[tuple[str, str]], src_tok: Splits, tgt_tok: Splits, max_src_len: int,
-                max_tgt_len: int) -> list[tuple[tuple[str, str], tuple[list[str], list[str]]]]:
-    """`filter_pairs`' pairs, each as its text beside its tokens (a sampled tokenisation starts from the text)."""
-    pairs = list(pairs)
-    sources, targets = (_tokenized(tok, [p[i] for p in pairs]) for i, tok in ((0, src_tok), (1, tgt_tok)))
-    return [((source, target), (src, tgt)) for (source, target), src, tgt in zip(pairs, sources, targets)
-            if 1 <= len(src) <= max_src_len and 1 <= len(tgt) <= max_tgt_len]
-
-
-def _tokenized(tok: Splits, texts: list[str]) -> list[list[str]]:
-    """Each text's tokens: in one batch where the tokenizer has one (subwords: the library's threads)."""
-    many = getattr(tok, "tokenize_many", None)
-    return many(texts) if many is not None else [tok.tokenize(t) for t in texts]
+    tokenized = ((src_tok.tokenize(s), tgt_tok.tokenize(t)) for s, t in pairs)
+    return [(src, tgt) for src, tgt in tokenized if 1 <= len(src) <= max_src_len and 1 <= len(tgt) <= max_tgt_len]
 
 
 def split_pairs(items: Sequence[T], valid_fraction: float, seed: int) -> tuple[list[T], list[T]]:

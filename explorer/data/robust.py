@@ -44,6 +44,19 @@ def _pictograph(ch: str) -> bool:
     return unicodedata.category(ch) in _DROPPED or ch in _JOINERS or 0x1F3FB <= ord(ch) <= 0x1F3FF
 
 
+class _Unpictured(dict):
+    """A lazily filled `str.translate` table that drops pictographs (`_pictograph`) and keeps every other
+    character: a file's preparation spent a third of its time in a Python loop over its characters."""
+
+    def __missing__(self, cp: int) -> int | None:
+        value = None if _pictograph(chr(cp)) else cp
+        self[cp] = value
+        return value
+
+
+_UNPICTURED = _Unpictured()
+
+
 def all_capitals(text: str) -> bool:
     """Whether text is written in capitals: at least two words of letters, and no lower-case letter in them."""
     words = [w for w in _WORD.findall(text) if len(w) > 1]
@@ -61,7 +74,7 @@ def sentence_case(text: str) -> str:
 
 def read_as(text: str) -> str:
     """The text a translation model reads for typed `text`: pictographs left out, capitals in sentence case."""
-    kept = "".join(ch for ch in text if not _pictograph(ch))
+    kept = text.translate(_UNPICTURED)
     if kept != text:  # "you 😀!" read as "you!", not "you !"
         kept = re.sub(r"\s+([.,!?;:…])", r"\1", re.sub(r"\s{2,}", " ", kept))
     kept = kept.strip()

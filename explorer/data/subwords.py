@@ -22,7 +22,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from explorer.errors import ExplorerError
 from explorer.data.vocab import SPECIALS
@@ -141,7 +141,7 @@ def check_definition(spec: object) -> None:
         refuse("its merges must be pairs of pieces, no more than the pieces")
 
 
-def _library(what: str, call, *args):
+def library_call(what: str, call, *args):
     """`call(*args)` of the tokenizers library with its failures as ExplorerError, a Rust panic included
     (pyo3's PanicException derives from BaseException, so `except Exception` misses it)."""
     try:
@@ -153,12 +153,59 @@ def _library(what: str, call, *args):
         raise ExplorerError(f"the subword tokenizer could not {what} this text ({detail})") from None
 
 
+_VERBS = {"tokens": "tokenize", "ids": "tokenize", "split": "split", "decode": "decode"}
+_ISOLATED = [False]
+
+
+def isolate_untrusted(on: bool = True) -> None:
+    """Run every tokenizer this process did not write (not trusted: an uploaded checkpoint's, a training job's) in
+    tokenizer_worker's process, where a library abort ends that process and not this one. The app's server turns
+    it on; the CLI and training processes tokenize in their own process."""
+    _ISOLATED[0] = on
+
+
+# What a tokenizer is trained on, per language (`training_sample`): BPE training's time grows with the text and
+# most with its distinct words (measured: ~2.7 CPU s per million characters of distinct 31-letter words, 0.4 s per
+# million of ordinary French). The shipped corpora are under both bounds (eng-fra: 3.4 M and 4.0 M characters),
+# so their recipes learn from every line as before.
+MAX_TRAINING_CHARS = 5_000_000
+MAX_DISTINCT_WORD_CHARS = 1_000_000
+
+
+def training_sample(texts: Sequence[str], seed: int = 0, max_chars: int = MAX_TRAINING_CHARS,
+                    max_word_chars: int = MAX_DISTINCT_WORD_CHARS) -> Sequence[str]:
+    """The sentences to learn pieces from: all of them while they hold at most `max_chars` characters and their
+    distinct (space-separated) words at most `max_word_chars`; else a seeded random sample of whole sentences, in
+    their order, within both bounds. Why: a tokenizer's training then takes bounded time whatever the file's size,
+    as SentencePiece's `input_sentence_size` does; a sample of this size learns the frequent pieces all the same."""
+    def within(order: Iterable[int]) -> list[int]:
+        seen: set[str] = set()
+        chars = word_chars = 0
+        kept: list[int] = []
+        for i in order:
+            text = texts[i]
+            new = {w for w in text.split() if w not in seen}
+            chars += len(text)
+            word_chars += sum(map(len, new))
+            if chars > max_chars or word_chars > max_word_chars:
+                break
+            seen |= new
+            kept.append(i)
+        return kept
+    if len(within(range(len(texts)))) == len(texts):
+        return texts
+    order = list(range(len(texts)))
+    random.Random(seed).shuffle(order)
+    return [texts[i] for i in sorted(within(order))]
+
+
 @dataclass(frozen=True)
 class SubwordTokenizer:
     """A trained BPE: `tokenize` text to pieces, `detokenize` pieces to text; its vocabulary's ids are the
     model's ids (the four specials first, then the 256 byte pieces, then the learnt pieces)."""
 
     json_text: str
+    trusted: bool = field(default=False, compare=False)  # written by this program (trained here, or shipped)
     _tok: object = field(init=False, repr=False, compare=False)
     vocab: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _ranks: dict | None = field(init=False, repr=False, compare=False, default=None)  # merges, for `sample`
@@ -173,7 +220,7 @@ class SubwordTokenizer:
         except ValueError as exc:
             raise ExplorerError(f"the subword tokenizer cannot be read ({str(exc).splitlines()[0][:120]})") from None
         check_definition(spec)
-        tok = _library("read", Tokenizer.from_str, self.json_text)
+        tok = library_call("read", Tokenizer.from_str, self.json_text)
         size = tok.get_vocab_size(with_added_tokens=False)
         by_id = {i: t for t, i in tok.get_vocab(with_added_tokens=False).items()}
         vocab = tuple(by_id.get(i, "") for i in range(size))
@@ -210,18 +257,25 @@ class SubwordTokenizer:
         # The specials and byte pieces stay in the vocabulary but are not "added tokens": typed text such
         # as "<pad>" or "<0x41>" is then spelt out like any other text instead of becoming that id.
         spec["added_tokens"] = []
-        return cls(json.dumps(spec, ensure_ascii=False, separators=(",", ":")))
+        return cls(json.dumps(spec, ensure_ascii=False, separators=(",", ":")), trusted=True)
+
+    def _run(self, op: str, arg: Any) -> Any:
+        """`op` of tokenizer_worker's operations on `arg`: in this process, or in the worker where this process
+        isolates tokenizers it did not write (isolate_untrusted: the app's server)."""
+        if _ISOLATED[0] and not self.trusted:
+            from explorer.data.tokenizer_worker import call
+            return call(self.json_text, op, arg)
+        from explorer.data.tokenizer_worker import _ops
+        return library_call(_VERBS[op], _ops()[op], self._tok, arg)
 
     def tokenize(self, text: str) -> list[str]:
         """The pieces of already prepared text (see `prepare_text`)."""
-        encoded = _library("tokenize", lambda t: self._tok.encode(t, add_special_tokens=False), valid_text(text, "the text"))
-        return list(encoded.tokens)
+        return list(self._run("tokens", valid_text(text, "the text")))
 
-    def tokenize_many(self, texts: Sequence[str]) -> list[list[str]]:
-        """`tokenize` of each text, in one call the library spreads over the cores (a file's pairs)."""
-        checked = [valid_text(t, "the text") for t in texts]
-        encoded = _library("tokenize", lambda ts: self._tok.encode_batch(ts, add_special_tokens=False), checked)
-        return [list(e.tokens) for e in encoded]
+    def ids_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """The ids of `tokenize`'s pieces of each text (the vocabulary's ids are the model's), in one call the
+        library spreads over the cores: a file's pairs, without a Python look-up per piece."""
+        return self._run("ids", [valid_text(t, "the text") for t in texts])
 
     def sample(self, text: str, rng: random.Random, rate: float) -> list[str]:
         """The pieces of prepared text with BPE-dropout (Provilkov et al. 2020): at every merge step each
@@ -241,14 +295,14 @@ class SubwordTokenizer:
             object.__setattr__(self, "_known", frozenset(self.vocab))
         known = self._known
         pieces: list[str] = []
-        for word, _ in _library("split", self._tok.pre_tokenizer.pre_tokenize_str, valid_text(text, "the text")):
+        for word in self._run("split", valid_text(text, "the text")):
             for symbol in _merged(list(word), self._ranks, rng, rate):
                 pieces.extend([symbol] if symbol in known else [f"<0x{b:02X}>" for b in symbol.encode("utf-8")])
         return pieces
 
     def detokenize(self, pieces: Sequence[str]) -> str:
         """Readable text for pieces: word marks become spaces, byte pieces become their characters."""
-        return _library("decode", self._tok.decoder.decode, [p for p in pieces if p not in SPECIALS])
+        return self._run("decode", [p for p in pieces if p not in SPECIALS])
 
 
 def _merged(symbols: list[str], ranks: dict[tuple[str, str], int], rng: random.Random, rate: float) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from explorer.limits import check_memory_budget
-from explorer.limits import memory_budget as default_budget
+from explorer.limits import jobs_budget
 from explorer.training.distributed import usable_cores
 from explorer.training.job import TrainingJob
 from explorer.training.job_records import QUEUED, RUNNING
@@ -44,7 +44,7 @@ class JobRegistry:
         self.gone_grace = gone_grace  # seconds a session may be disconnected (a reconnect) before its job stops
         self.reap_interval = reap_interval
         self.session_alive = session_alive
-        self.memory_budget = default_budget() if memory_budget is None else memory_budget  # bytes, all running jobs
+        self.memory_budget = jobs_budget() if memory_budget is None else memory_budget  # bytes, all running jobs
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._reaper: threading.Thread | None = None
@@ -189,7 +189,7 @@ _REGISTRY_LOCK = threading.Lock()
 def registry() -> JobRegistry:
     """The process-wide registry (all sessions of one server). Operators (and tests) can set
     EXPLORER_MAX_TRAININGS, EXPLORER_TRAINING_IDLE_SECONDS, EXPLORER_TRAINING_GONE_SECONDS and
-    EXPLORER_TRAINING_MEMORY_MB (limits.memory_budget)."""
+    EXPLORER_TRAINING_MEMORY_MB and EXPLORER_PARSED_TSV_MB (limits.jobs_budget)."""
     global _REGISTRY
     with _REGISTRY_LOCK:
         if _REGISTRY is None:

@@ -111,8 +111,8 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     """A fresh translation model and its data from a TSV file (or uploaded bytes).
 
     Both sides are cleaned (Chinese made simplified), a byte-fallback BPE is learnt per language from
-    the training split (at most `max_vocab` pieces, pieces seen at least `min_freq` times), and pairs of
-    at most `max_tokens` pieces a side are kept. `extra` pairs (e.g. a glossary of a domain's words), each
+    the training split (a bounded sample of a large one: subwords.training_sample; at most `max_vocab` pieces,
+    pieces seen at least `min_freq` times), and pairs of at most `max_tokens` pieces a side are kept. `extra` pairs (e.g. a glossary of a domain's words), each
     `extra_repeat` times, join the training split only: validation stays the file's own held-out pairs.
     `subword_dropout` > 0 spells each training pair afresh whenever it is drawn (BPE-dropout at that rate,
     `SubwordTokenizer.sample`; a spelling longer than `max_tokens` falls back to the usual one); validation
@@ -123,9 +123,9 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     warning when few pairs are left to train on, naming uploaded bytes `file_name` (default: the model's name).
     Returns the bundle, the id pairs for training/validation, and the kept validation pairs as the file's
     text (for BLEU)."""
-    from explorer.data.corpus import guess_language, load_tsv, load_tsv_bytes, short_pairs, split_pairs
+    from explorer.data.corpus import guess_language, load_tsv, load_tsv_bytes, split_pairs
     from explorer.data.robust import Variation
-    from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_source, prepare_text
+    from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_source, prepare_text, training_sample
     corpus = load_tsv_bytes(path, name=file_name or name) if isinstance(path, bytes) else load_tsv(path)
     say = note or (lambda _text: None)
     if corpus.skipped:
@@ -149,8 +149,8 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     if not train_text:
         raise ExplorerError("no sentence pair with text on both sides to train on")
     vocab_size = max_vocab or default_vocab_size(len(train_text))
-    src_sub = SubwordTokenizer.train((s for s, _ in train_text), vocab_size, min_freq, not is_chinese(src_lang))
-    tgt_sub = SubwordTokenizer.train((t for _, t in train_text), vocab_size, min_freq, not is_chinese(tgt_lang))
+    src_sub, tgt_sub = (SubwordTokenizer.train(training_sample([p[i] for p in train_text], seed), vocab_size,
+                                               min_freq, not is_chinese(lang)) for i, lang in ((0, src_lang), (1, tgt_lang)))
     src_vocab, tgt_vocab = Vocab(src_sub.vocab), Vocab(tgt_sub.vocab)
     options = {**defaults.translation_model(len(train_text)), **model_options,
                "max_src_len": max(64, max_tokens * 2), "max_tgt_len": max(64, max_tokens * 2) + 8}
@@ -160,15 +160,16 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
 
     to_pair = PairEncoder(src_vocab, tgt_vocab)
 
-    kept = short_pairs(train_text, src_sub, tgt_sub, max_tokens, max_tokens)
-    train_tok = [tokens for _, tokens in kept]
-    if not train_tok:
+    ids = zip(train_text, *(sub.ids_many([p[i] for p in train_text]) for i, sub in enumerate((src_sub, tgt_sub))))
+    kept = [(text, Pair(tuple(src), tuple(tgt))) for text, src, tgt in ids
+            if 1 <= len(src) <= max_tokens and 1 <= len(tgt) <= max_tokens]
+    if not kept:
         raise ExplorerError(f"no sentence pair of at most {max_tokens} pieces to train on")
     if len(kept) < len(train_text):
         say(_left_out(len(train_text) - len(kept), len(train_text), f"of more than {max_tokens} pieces a side "
                       "(--max-tokens, the Train page's longest sentence)", [], "training pairs"))
-    if len(train_tok) < defaults.FEW_PAIRS:
-        say(defaults.few_pairs_warning(len(train_tok)))
+    if len(kept) < defaults.FEW_PAIRS:
+        say(defaults.few_pairs_warning(len(kept)))
     valid_kept, valid_tok = [], []
     for s, t in (p for _, p in valid_items):
         src, tgt = bundle.tokenize_source(s), bundle.tokenize_target(t)
@@ -176,7 +177,7 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
             valid_kept.append((s, t))
             valid_tok.append(to_pair(src, tgt))
     probe = next((s for s, _t in train_text if 6 <= len(s.split()) <= 9), None) or default_probe(train_text)
-    usual = [to_pair(s, t) for s, t in train_tok]
+    usual = [pair for _, pair in kept]
     vary = Variation(augment, is_chinese(tgt_lang)) if augment else None
     data = PairData(usual, valid_tok, probe, spelt_afresh((src_sub, tgt_sub), [text for text, _ in kept], usual,
                                                           to_pair, subword_dropout, max_tokens, max_tokens, vary))

@@ -82,42 +82,72 @@ def cached(key: tuple, compute):
 
 
 class _ParsedUploads:
-    """Uploaded TSV files parsed once per server and kept, least recently used first out, within a budget of
-    bytes shared by every session (a parsed file takes about limits.PARSED_TSV_FACTOR times its size)."""
+    """What the server read from uploaded files, kept once per server (keyed by content), least recently used first
+    out, within a budget of bytes shared by every session and counted in the server's memory budget
+    (limits.uploads_budget: training jobs get the rest). A refusal is kept too, so a rerun does not read again."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes, self.used = max_bytes, 0
         self._lock = threading.Lock()
-        self._data: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+        self._data: OrderedDict[tuple[str, str, str], tuple[Any, int]] = OrderedDict()
 
-    def get(self, data: bytes, name: str, parse) -> Any:
-        key = (hashlib.sha256(data).hexdigest(), name)
-        with self._lock:  # one parse at a time: concurrent uploads do not stack their peaks either
+    def get(self, data: bytes, name: str, what: str, read, peak: int, size: int | None = None) -> Any:
+        """`read()`'s result (or its ExplorerError, raised) for this file's bytes, name and `what` was read: room
+        is made for the `peak` bytes reading takes before it starts, and the result kept at `size` (default
+        `peak`) bytes when it fits."""
+        key = (hashlib.sha256(data).hexdigest(), name, what)
+        with self._lock:  # one read at a time: concurrent uploads do not stack their peaks either
             if key in self._data:
                 self._data.move_to_end(key)
-                return self._data[key][0]
-            corpus = parse()
-            size = PARSED_TSV_FACTOR * len(data)
-            if size <= self.max_bytes:
-                while self._data and self.used + size > self.max_bytes:
+                kept = self._data[key][0]
+            else:
+                if peak > self.max_bytes:
+                    raise ExplorerError(f"{name} would take about {peak / 1e6:,.0f} MB of server memory to read; the "
+                                        f"server keeps {self.max_bytes / 1e6:,.0f} MB for uploads: use a smaller file")
+                while self._data and self.used + peak > self.max_bytes:
                     self.used -= self._data.popitem(last=False)[1][1]
-                self._data[key] = (corpus, size)
-                self.used += size
-            return corpus
+                size = peak if size is None else size
+                try:
+                    kept = read()
+                except ExplorerError as exc:
+                    kept, size = exc, _REFUSAL_BYTES
+                if self.used + size <= self.max_bytes:
+                    self._data[key] = (kept, size)
+                    self.used += size
+        if isinstance(kept, ExplorerError):
+            raise ExplorerError(str(kept))
+        return kept
+
+
+_REFUSAL_BYTES = 2_000  # a kept refusal: its message
+_CHECK_BYTES = 2_000  # a kept check (corpus.FileCheck): a count and the note on skipped lines
 
 
 @st.cache_resource(show_spinner=False)
 def parsed_uploads() -> _ParsedUploads:
-    """The server's one cache of parsed uploads (EXPLORER_PARSED_TSV_MB, default 300)."""
-    return _ParsedUploads(int(float(os.environ.get("EXPLORER_PARSED_TSV_MB", 300)) * 1_000_000))
+    """The server's one store of what it read from uploads (limits.uploads_budget: EXPLORER_PARSED_TSV_MB)."""
+    from explorer.limits import uploads_budget
+    return _ParsedUploads(uploads_budget())
 
 
-def parsed_tsv(upload) -> Any:
-    """An uploaded TSV's Corpus (ExplorerError when it holds no pairs), parsed once per server and kept within
-    the shared byte budget, not per session (each session kept every file it looked at)."""
+def checked_tsv(upload) -> Any:
+    """The Train page's check of an uploaded TSV (corpus.FileCheck: pairs counted, skipped lines said;
+    ExplorerError when it holds no pairs): read one line at a time, no pair kept, once per server."""
+    from explorer.data.corpus import check_tsv_bytes
+    data = upload.getvalue()
+    return parsed_uploads().get(data, upload.name, "check",
+                                lambda: check_tsv_bytes(data, upload.name, LIMITS.max_tsv_bytes),
+                                peak=len(data), size=_CHECK_BYTES)  # its peak: the longest line, at most the file
+
+
+def uploaded_pairs(upload) -> tuple[tuple[str, str], ...]:
+    """An uploaded TSV's pairs (ExplorerError when it holds none), parsed once per server and kept within the
+    shared budget at limits.PARSED_TSV_FACTOR times the file's size (Compare scores models on them)."""
     from explorer.data.corpus import load_tsv_bytes
     data = upload.getvalue()
-    return parsed_uploads().get(data, upload.name, lambda: load_tsv_bytes(data, upload.name, LIMITS.max_tsv_bytes))
+    return parsed_uploads().get(data, upload.name, "pairs",
+                                lambda: load_tsv_bytes(data, upload.name, LIMITS.max_tsv_bytes).pairs,
+                                peak=PARSED_TSV_FACTOR * len(data))
 
 
 def show_problem(exc: Exception) -> None:

@@ -353,17 +353,13 @@ MAX_SCORED = 1000  # pairs scored at most (greedy decoding of 1,000 short senten
 
 def _score_pairs(choice: str, bundles: dict) -> list[tuple[str, str]]:
     """The pairs both models are scored on: one model's kept held-out pairs, or an uploaded TSV file."""
-    from explorer.data.corpus import load_tsv_bytes
-    from explorer.training.jobs import LIMITS
     for name, bundle in bundles.items():
         if choice == OWN_PAIRS.format(name):
             return list(bundle.examples)
     upload = st.session_state.get("compare_tsv")
     if upload is None:
         raise ExplorerError("upload a TSV file of sentence pairs to score both models on")
-    corpus = common.cached(("compare_tsv", upload.file_id),
-                           lambda: load_tsv_bytes(upload.getvalue(), upload.name, LIMITS.max_tsv_bytes))
-    return list(corpus.pairs)
+    return list(common.uploaded_pairs(upload))  # kept once per server within the uploads' budget, not per session
 
 
 def translation_scores_section(name_a: str, name_b: str) -> None:

@@ -191,7 +191,7 @@ def _start() -> None:
         probe = str(setting("probe")).strip() or None
         upload = ss.get("train_tsv") if _translation() else None
         if upload is not None:
-            common.parsed_tsv(upload)  # a file with no pair at all is refused at once (the upload check's parse)
+            common.checked_tsv(upload)  # a file with no pair at all is refused at once (the upload check)
         base = _base_model()
         if base is not None:
             job = _further_job(base, cfg, upload, probe, models, taken)
@@ -235,10 +235,10 @@ def _on_tsv() -> None:
     if upload is None:
         return
     try:
-        corpus = common.parsed_tsv(upload)
+        check = common.checked_tsv(upload)
     except ExplorerError:
         return
-    pairs = round(len(corpus.pairs) * (1 - settings.setting("valid_fraction").toy))
+    pairs = round(check.pairs * (1 - settings.setting("valid_fraction").toy))
     for key, value in defaults.translation_model(pairs).items():
         if key in MODEL_WIDGETS:
             ss[f"train_{key}"] = value
@@ -475,14 +475,14 @@ def _tsv_report() -> None:
     if upload is None:
         return
     try:
-        corpus = common.parsed_tsv(upload)
+        check = common.checked_tsv(upload)
     except ExplorerError as exc:
         st.error(f"This file cannot be used: {exc}", icon=":material/warning:")
         return
-    st.success(f"{len(corpus.pairs):,} sentence pairs", icon=":material/check_circle:")
-    if corpus.skipped:  # the same line `train` prints on the command line
-        st.warning(corpus.skipped_note()[:1].upper() + corpus.skipped_note()[1:], icon=":material/warning:")
-    pairs = _training_pairs(len(corpus.pairs))
+    st.success(f"{check.pairs:,} sentence pairs", icon=":material/check_circle:")
+    if check.skipped_note:  # the same line `train` prints on the command line
+        st.warning(check.skipped_note[:1].upper() + check.skipped_note[1:], icon=":material/warning:")
+    pairs = _training_pairs(check.pairs)
     if pairs < defaults.FEW_PAIRS:
         text = defaults.few_pairs_warning(pairs)
         st.warning(text[:1].upper() + text[1:], icon=":material/warning:")
@@ -502,10 +502,10 @@ def _planned_steps() -> int | None:
     if upload is None:
         return None
     try:
-        corpus = common.parsed_tsv(upload)
+        check = common.checked_tsv(upload)
     except ExplorerError:
         return None
-    steps = defaults.translation_steps(_training_pairs(len(corpus.pairs)), int(setting("batch_size")))
+    steps = defaults.translation_steps(_training_pairs(check.pairs), int(setting("batch_size")))
     return min(steps, LIMITS.max_steps)
 
 
