@@ -355,7 +355,7 @@ def test_any_change_to_a_tokenizer_s_settings_is_refused(tokenizer_spec, data):
 
 
 def test_a_panic_in_the_tokenizer_library_is_an_explorer_error():
-    from explorer.data.subwords import library_call
+    from explorer.data.tokenizer_worker import library_call
 
     class PanicException(BaseException):  # pyo3's, which derives from BaseException
         pass

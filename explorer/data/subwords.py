@@ -26,6 +26,8 @@ from typing import Any, Iterable, Sequence
 
 from explorer.errors import ExplorerError
 from explorer.data.vocab import SPECIALS
+from explorer.data import tokenizer_worker
+from explorer.data.tokenizer_worker import library_call
 from explorer.outside_text import valid_text
 
 MARK = "\u2581"  # "▁": the piece starts a word
@@ -141,19 +143,6 @@ def check_definition(spec: object) -> None:
         refuse("its merges must be pairs of pieces, no more than the pieces")
 
 
-def library_call(what: str, call, *args):
-    """`call(*args)` of the tokenizers library with its failures as ExplorerError, a Rust panic included
-    (pyo3's PanicException derives from BaseException, so `except Exception` misses it)."""
-    try:
-        return call(*args)
-    except (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError):
-        raise
-    except BaseException as exc:  # noqa: B036 - a panic; see the docstring
-        detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise ExplorerError(f"the subword tokenizer could not {what} this text ({detail})") from None
-
-
-_VERBS = {"tokens": "tokenize", "ids": "tokenize", "split": "split", "decode": "decode"}
 _ISOLATED = [False]
 
 
@@ -263,10 +252,8 @@ class SubwordTokenizer:
         """`op` of tokenizer_worker's operations on `arg`: in this process, or in the worker where this process
         isolates tokenizers it did not write (isolate_untrusted: the app's server)."""
         if _ISOLATED[0] and not self.trusted:
-            from explorer.data.tokenizer_worker import call
-            return call(self.json_text, op, arg)
-        from explorer.data.tokenizer_worker import _ops
-        return library_call(_VERBS[op], _ops()[op], self._tok, arg)
+            return tokenizer_worker.call(self.json_text, op, arg)
+        return tokenizer_worker.run(op, self._tok, arg)
 
     def tokenize(self, text: str) -> list[str]:
         """The pieces of already prepared text (see `prepare_text`)."""

@@ -37,12 +37,30 @@ CALL_SECONDS = 30.0
 KEPT = 4  # tokenizers the worker keeps built (each at most subwords.MAX_TOKENIZER_CHARS of JSON)
 
 
-def _ops() -> dict:
-    """What a caller may ask of a tokenizer: the calls SubwordTokenizer makes, by name."""
-    return {"tokens": lambda tok, text: tok.encode(text, add_special_tokens=False).tokens,
-            "ids": lambda tok, texts: [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)],
-            "split": lambda tok, text: [word for word, _ in tok.pre_tokenizer.pre_tokenize_str(text)],
-            "decode": lambda tok, pieces: tok.decoder.decode(pieces)}
+OPS = {  # what a caller may ask of a tokenizer (the calls SubwordTokenizer makes): (verb for a message, call)
+    "tokens": ("tokenize", lambda tok, text: tok.encode(text, add_special_tokens=False).tokens),
+    "ids": ("tokenize", lambda tok, texts: [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]),
+    "split": ("split", lambda tok, text: [word for word, _ in tok.pre_tokenizer.pre_tokenize_str(text)]),
+    "decode": ("decode", lambda tok, pieces: tok.decoder.decode(pieces)),
+}
+
+
+def library_call(what: str, call, *args):
+    """`call(*args)` of the tokenizers library with its failures as ExplorerError, a Rust panic included
+    (pyo3's PanicException derives from BaseException, so `except Exception` misses it)."""
+    try:
+        return call(*args)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError):
+        raise
+    except BaseException as exc:  # noqa: B036 - a panic; see the docstring
+        detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise ExplorerError(f"the subword tokenizer could not {what} this text ({detail})") from None
+
+
+def run(op: str, tok: Any, arg: Any) -> Any:
+    """`op` of a built `tokenizers.Tokenizer` on `arg` in this process, its failures as ExplorerError."""
+    verb, method = OPS[op]
+    return library_call(verb, method, tok, arg)
 
 
 class _Worker:
@@ -133,12 +151,10 @@ def serve() -> None:
     """The worker's loop: one JSON request a line on stdin, one reply a line on stdout, until stdin closes."""
     import resource
     from tokenizers import Tokenizer
-    from explorer.data.subwords import _VERBS, library_call
     try:
         resource.setrlimit(resource.RLIMIT_AS, (MAX_WORKER_BYTES, MAX_WORKER_BYTES))
     except (ValueError, OSError):  # a lower hard limit is already set: it bounds the worker anyway
         pass
-    ops = _ops()
     built: OrderedDict[str, Any] = OrderedDict()
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
@@ -153,8 +169,7 @@ def serve() -> None:
                 reply: dict = {"unknown": True}
             else:
                 built.move_to_end(key)
-                op = request["op"]
-                reply = {"ok": library_call(_VERBS[op], ops[op], built[key], request["arg"])}
+                reply = {"ok": run(request["op"], built[key], request["arg"])}
         except ExplorerError as exc:
             reply = {"error": str(exc)}
         out.write(json.dumps(reply).encode("ascii") + b"\n")
