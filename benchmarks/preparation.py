@@ -7,7 +7,7 @@ with one 5 MB line be refused or trimmed with a message within 30 s in the CLI a
 generated file (no corpus needed) and times, each from a fresh start:
 - cli: `python -m explorer train --data FILE --steps 1 ...` until it prints "training on" (its notes come
   before), i.e. the whole preparation of the command line, interpreter start and imports included;
-- app: the Train page's path: the upload check's parse in the server (`load_tsv_bytes`, as common.parsed_tsv),
+- app: the Train page's path: the upload check in the server (`check_tsv_bytes`, as common.checked_tsv),
   then `jobs.translation_job` started in its own process until the process's "prepared" message arrives.
 The files (all generated with a fixed seed): the issue's 400 pairs with one 5 MB line; 20 MB (the app's limit) of
 short sentences of a 20,000-word Zipf vocabulary; 20 MB of sides at the length bound a tokenizer still sees (40
@@ -146,16 +146,16 @@ def time_cli(path: Path, max_tokens: int | None, timeout: float) -> dict:
 
 
 def time_app(data: bytes, timeout: float) -> dict:
-    """The upload check's parse in this (server) process, then the job's process until "prepared"."""
-    from explorer.data.corpus import load_tsv_bytes
+    """The upload check in this (server) process, then the job's process until "prepared"."""
+    from explorer.data.corpus import check_tsv_bytes
     from explorer.errors import ExplorerError
     from explorer.limits import LIMITS
     from explorer.training.jobs import TrainingJob, translation_job
     from explorer.training.train import TrainConfig
     started = time.perf_counter()
     try:
-        corpus = load_tsv_bytes(data, "upload.tsv", LIMITS.max_tsv_bytes)
-        check = {"pairs": len(corpus.pairs), "note": corpus.skipped_note()[:300]}
+        checked = check_tsv_bytes(data, "upload.tsv", LIMITS.max_tsv_bytes)
+        check = {"pairs": checked.pairs, "note": checked.skipped_note[:300]}
     except ExplorerError as exc:
         check = {"refused": str(exc)[:300]}
     parse = time.perf_counter() - started

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -308,9 +309,17 @@ def _train_rank(args: argparse.Namespace, world, threads: int, interrupt: _Inter
         best = result.history[-1].get("restored_best_from_step", result.steps) if result.history else result.steps
         sys.stderr.write(f"interrupted at step {result.steps:,}: saved the weights of step {best:,} (the best "
                          f"validation so far, token accuracy {m.token_accuracy:.3f}) to {path}; go on with "
-                         f"train --resume {path}\n")
+                         f"{_resume_command(args, path)}\n")
         return 128 + interrupt.signal
     return 0
+
+
+def _resume_command(args: argparse.Namespace, path: Path) -> str:
+    """The whole command that trains a saved model further: --resume alone is refused (its data and --out)."""
+    source = ["--task", args.task] if args.task else ["--data", str(args.data)]
+    stem = path.name.removesuffix(".safetensors")
+    return shlex.join(["python", "-m", "explorer", "train", "--resume", str(path), *source, "--out",
+                       str(path.with_name(f"{stem}-more"))])
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -323,7 +332,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     progress = ConsoleProgress(quiet=args.quiet)
     report = evaluate_checkpoint(bundle, samples=samples, min_len=args.min_len, max_len=args.max_len,
                                  seed=args.seed, data=args.data, beam=args.beam, split=args.split,
-                                 on_progress=lambda done, total: progress.on_count(done, total, "pairs"))
+                                 on_progress=lambda done, total: progress.on_count(done, total, "pairs"),
+                                 note=lambda text: progress.message(f"note: {text}"))
     if args.data is not None and progress.started is not None:
         progress.message(f"done: {report['n']:,} pairs scored in {fmt_seconds(progress.clock() - progress.started)}")
     if "bleu_note" in report:  # BLEU says nothing here: exact match and chrF lead, and the note says why

@@ -120,7 +120,8 @@ def stopped(tmp_path_factory) -> Path:
     assert run.returncode == 128 + signal.SIGINT, stderr
     assert "Traceback" not in stderr
     saved = out.with_name("stopped.safetensors")
-    assert f"to {saved}; go on with train --resume {saved}" in stderr
+    command = f"python -m explorer train --resume {saved} --task copy --out {saved.with_name('stopped-more')}"
+    assert f"to {saved}; go on with {command}\n" in stderr  # a command that runs as it is (the next test)
     assert json.loads(stdout)["stopped_because"] == "stopped"
     return saved
 
@@ -221,6 +222,9 @@ def test_a_checkpoint_saved_on_ctrl_c_is_continued_by_train_resume(stopped, tmp_
     more = tmp_path / "more"
     assert main(["train", *TOY, "--steps", "5", "--resume", str(stopped), "--out", str(more), "--quiet"]) == 0
     assert checkpoint.load(str(more)).training["resumed_from"] == stopped.name
+    said = ["train", "--resume", str(stopped), "--task", "copy", "--out", str(tmp_path / "as-said"), "--steps", "2",
+            "--quiet"]  # the command the interruption printed (it printed only --resume before: refused, exit 2)
+    assert main(said) == 0
 
 
 def test_sigterm_during_train_resume_saves_as_a_fresh_run_does(stopped, tmp_path):
@@ -228,7 +232,7 @@ def test_sigterm_during_train_resume_saves_as_a_fresh_run_does(stopped, tmp_path
     assert run.returncode == 128 + signal.SIGTERM, stderr
     assert "Traceback" not in stderr
     saved = tmp_path / "more.safetensors"
-    assert f"to {saved}; go on with train --resume {saved}" in stderr
+    assert f"to {saved}; go on with python -m explorer train --resume {saved} --task copy --out " in stderr
     training = checkpoint.load(str(saved)).training
     assert training["stopped_because"] == "stopped" and training["resumed_from"] == stopped.name
 
@@ -248,6 +252,20 @@ def test_train_resume_says_which_lines_it_skipped_as_a_fresh_run_does(tmp_path, 
             "1 longer than 10,000 bytes (line 341); 1 expected 2 or 3 tab-separated columns, found 1 (line 342)"
             ) in err
 
+
+
+def test_eval_says_which_lines_of_its_file_it_skipped_as_train_does(tmp_path, capsys):
+    good = tmp_path / "good.tsv"
+    good.write_bytes(b"\n".join(good_lines()) + b"\n")
+    assert main(["train", "--data", str(good), *QUICK, "--out", str(tmp_path / "m"), "--quiet"]) == 0
+    latin1 = [f"{s}\t{t} été".encode("latin-1") for s, t in pig_latin.pairs(40, 1)]
+    mixed = tmp_path / "mixed.tsv"
+    mixed.write_bytes(b"\n".join(good_lines() + latin1 + [b"x" * 20_000 + b"\ty", b"no tab here"]) + b"\n")
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(tmp_path / "m.safetensors"), "--data", str(mixed), "--samples", "5"]) == 0
+    assert (f"note: 42 lines of {mixed} skipped: 40 not valid UTF-8 (lines 301, 302, 303, …); "
+            "1 longer than 10,000 bytes (line 341); 1 expected 2 or 3 tab-separated columns, found 1 (line 342)"
+            ) in capsys.readouterr().err
 
 # --- metrics that do not mislead ---------------------------------------------------------------------
 

@@ -85,13 +85,14 @@ def translate_one(bundle: ModelBundle, text: str, beam: int = 1) -> Translation:
 
 def evaluate_checkpoint(bundle: ModelBundle, samples: int | None = 1000, min_len: int | None = None,
                         max_len: int | None = None, seed: int = 12345, data: str | None = None,
-                        beam: int = 1, split: str = "all",
-                        on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """The CLI's `eval`: n, exact_match, token_accuracy, alignment_accuracy (toy tasks), bleu (with --data)."""
+                        beam: int = 1, split: str = "all", on_progress: Callable[[int, int], None] | None = None,
+                        note: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The CLI's `eval`: n, exact_match, token_accuracy, alignment_accuracy (toy tasks), bleu (with --data);
+    `note` hears which lines of the file were skipped and why (as `train` says it)."""
     if data is None:
         m = evaluate(bundle.model, task_pairs(bundle, samples or 1000, seed, min_len, max_len))
         return m.to_dict()
-    return evaluate_tsv(bundle, data, samples, beam, split, on_progress)
+    return evaluate_tsv(bundle, data, samples, beam, split, on_progress, note)
 
 
 def held_out_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -105,8 +106,10 @@ def held_out_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]]) -> lis
 
 
 def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, beam: int = 1,
-                 split: str = "all", on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Exact match, token accuracy, corpus BLEU and chrF on the pairs of a TSV file (or its held-out split).
+                 split: str = "all", on_progress: Callable[[int, int], None] | None = None,
+                 note: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Exact match, token accuracy, corpus BLEU and chrF on the pairs of a TSV file (or its held-out split);
+    `note` hears the file's skipped lines (Corpus.skipped_note).
 
     A subword model is scored as a user reads it: its detokenised, cased output against the file's
     references (cleaned, and in simplified script for Chinese, as the model was trained), with sacrebleu's
@@ -114,6 +117,8 @@ def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, bea
     and back, as before."""
     from explorer.data.corpus import load_tsv
     corpus = load_tsv(path)
+    if corpus.skipped and note is not None:
+        note(corpus.skipped_note())
     pairs = list(corpus.pairs)
     if split == "valid":
         pairs = held_out_pairs(bundle, pairs)
