@@ -49,7 +49,7 @@ TSV_CASES = {
     "blank lines only": (b"\n \n  \r\n", "every line is blank"),
     "only tabs": (b"\t\t\n\t\n", "line 1: only tabs, no text"),
     "blank lines and a tab": (b"\n \n\t\r\n", "line 3: only tabs, no text"),
-    "very large": (None, "is too large: 50,000,001 bytes (limit 50,000,000)"),
+    "very large": (None, "is too large: 20,000,001 bytes (limit 20,000,000)"),
     "a folder": ("folder", "it is a directory, not a file"),
     "missing": ("missing", "no such file"),
 }
@@ -57,9 +57,9 @@ TSV_CASES = {
 
 def tsv_file(tmp_path: Path, data) -> Path:
     path = tmp_path / "pairs.tsv"
-    if data is None:  # a sparse file: 50 MB on paper, nothing on disk; refused before it is read
+    if data is None:  # a sparse file: 20 MB on paper, nothing on disk; refused before it is read
         with open(path, "wb") as f:
-            f.truncate(50_000_001)
+            f.truncate(20_000_001)
     elif data == "folder":
         path.mkdir()
     elif data == "missing":

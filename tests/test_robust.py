@@ -189,3 +189,11 @@ def _read_as_by_character(text: str) -> str:
 @settings(max_examples=300, deadline=None)
 def test_read_as_drops_exactly_the_pictographs(text: str) -> None:
     assert read_as(text) == _read_as_by_character(text)
+
+
+@given(st.text(st.sampled_from("aAbBzZßÀàÿ×÷Ø É é1 ,.'"), max_size=16))
+@settings(max_examples=400, deadline=None)
+def test_all_capitals_is_its_definition(text: str) -> None:
+    import re
+    words = [w for w in re.findall(r"[A-Za-zÀ-ÿ]+", text) if len(w) > 1]
+    assert all_capitals(text) == (len(words) >= 2 and all(w.isupper() for w in words))

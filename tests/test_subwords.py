@@ -242,15 +242,16 @@ def test_a_chinese_target_side_is_learnt_without_the_leading_word_mark(tmp_path:
 
 
 @given(st.lists(st.text("abcdefgh ", max_size=12), max_size=30), st.integers(0, 60), st.integers(0, 30),
-       st.integers(0, 3))
-@settings(max_examples=200, deadline=None)
-def test_a_tokenizer_learns_from_a_sample_within_its_bounds(texts, max_chars, max_word_chars, seed):
+       st.integers(0, 3), st.integers(1, 8))
+@settings(max_examples=300, deadline=None)
+def test_a_tokenizer_learns_from_a_sample_within_its_bounds(texts, max_chars, max_word_chars, seed, chunk):
     from explorer.data.subwords import training_sample
-    sample = training_sample(texts, seed, max_chars, max_word_chars)
+    sample = training_sample(texts, seed, max_chars, max_word_chars, chunk)
+    assert sample == training_sample(texts, seed, max_chars, max_word_chars, 1)  # chunks change nothing
     words = {w for t in sample for w in t.split()}
     assert sum(map(len, sample)) <= max_chars and sum(map(len, words)) <= max_word_chars
     if sum(map(len, texts)) <= max_chars and sum(len(w) for w in {w for t in texts for w in t.split()}) <= max_word_chars:
         assert sample is texts  # a corpus within the bounds is learnt from whole, as before
     rest = iter(texts)
     assert all(any(t == u for u in rest) for t in sample)  # whole sentences, in their order
-    assert training_sample(texts, seed, max_chars, max_word_chars) == sample  # seeded
+    assert training_sample(texts, seed, max_chars, max_word_chars, chunk) == sample  # seeded

@@ -22,6 +22,7 @@ import sacrebleu
 
 from explorer.errors import ExplorerError
 from explorer.data.vocab import Vocab
+from explorer.limits import MAX_TSV_BYTES_CLI
 
 T = TypeVar("T")
 
@@ -62,7 +63,7 @@ class Corpus:
         return f"{total:,} line{'s' if total != 1 else ''} of {self.path} skipped: " + "; ".join(parts)
 
 
-def load_tsv(path: str | Path, max_bytes: int = 50_000_000, max_problems_listed: int = 1000) -> Corpus:
+def load_tsv(path: str | Path, max_bytes: int = MAX_TSV_BYTES_CLI, max_problems_listed: int = 1000) -> Corpus:
     """Read a `source<TAB>target[<TAB>attribution]` file, so users can train on their own pairs."""
     from explorer.storage import read_regular
     p = Path(path)
@@ -80,7 +81,7 @@ def load_tsv(path: str | Path, max_bytes: int = 50_000_000, max_problems_listed:
     return _parse(data, str(p), max_bytes, max_problems_listed)
 
 
-def load_tsv_bytes(data: bytes, name: str = "upload", max_bytes: int = 50_000_000,
+def load_tsv_bytes(data: bytes, name: str = "upload", max_bytes: int = MAX_TSV_BYTES_CLI,
                    max_problems_listed: int = 1000) -> Corpus:
     """Parse an uploaded file's bytes exactly like `load_tsv`, for the web UI."""
     return _parse(data, name, max_bytes, max_problems_listed)
@@ -95,7 +96,7 @@ class FileCheck:
     skipped_note: str
 
 
-def check_tsv_bytes(data: bytes, name: str = "upload", max_bytes: int = 50_000_000) -> FileCheck:
+def check_tsv_bytes(data: bytes, name: str = "upload", max_bytes: int = MAX_TSV_BYTES_CLI) -> FileCheck:
     """`load_tsv_bytes`' count of pairs and its skipped lines, or its refusal, reading one line at a time and
     keeping no pair: memory beyond the file is one line."""
     corpus = _parse(data, name, max_bytes, 0, keep=False)
