@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from streamlit.testing.v1 import AppTest
 
@@ -354,3 +355,67 @@ def test_hostile_training_settings_are_one_message(train, settings, message):
     at.text_input(key="train_alphabet").set_value("0123456789")
     at.text_input(key="train_probe").set_value("")
     run(at)
+
+
+@pytest.mark.parametrize("part, value, message", [
+    ("normalizer", {"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"String": "a"}, "content": "a" * 1000}] * 8}, "its normalizer must be null"),
+    ("pre_tokenizer", {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Isolated", "invert": False},
+     "its pre-tokenizer must be Metaspace then Punctuation"),
+], ids=["a chain of Replace normalizers", "a backtracking Split pattern"])
+def test_a_translation_checkpoint_whose_tokenizer_would_abort_is_refused_at_upload(train, part, value, message):
+    """Issue 44: such a file said "Added", and the first sentence typed in Explore aborted the server."""
+    from explore_models import build_models
+    bundle = next(b for b in build_models() if b.name == "tiny-fra")
+    data = checkpoint.to_bytes(bundle)
+    tensors = st_load(data)
+    info = json.loads(json.loads(data[8: 8 + int.from_bytes(data[:8], "little")])["__metadata__"]["explorer"])
+    spec = json.loads(info["tokenizers"]["source"])
+    spec[part] = value
+    info["tokenizers"]["source"] = json.dumps(spec)
+    at = train
+    at.file_uploader(key="train_upload").set_value(("fra.safetensors", st_save(tensors, metadata={
+        "explorer": json.dumps(info)}), "application/octet-stream"))
+    run(at)
+    assert any(e.startswith("This file was refused") and message in e for e in errors(at)), errors(at)
+    assert at.session_state["models"].names() == ["mine"]
+
+
+def test_an_uploaded_translation_model_tokenizes_in_the_worker_and_its_abort_is_a_message(train, monkeypatch):
+    """Explore on an uploaded model: its tokenizer runs in tokenizer_worker's process (app.py turns that on), so
+    an abort in the library is one message on the page and the server (this process) goes on."""
+    import os
+    from explore_models import build_models
+    from explorer.app.pages import explore
+    from explorer.data import tokenizer_worker
+    monkeypatch.setattr(explore, "_model_label", str)
+    bundle = next(b for b in build_models() if b.name == "tiny-fra")
+    at = train
+    at.file_uploader(key="train_upload").set_value(("fra.safetensors", checkpoint.to_bytes(bundle),
+                                                    "application/octet-stream"))
+    run(at)
+    explore_at = open_page(at, "explore")
+    explore_at.selectbox(key="explore_model").set_value("fra")
+    run(explore_at)
+    explore_at.text_input(key="explore_input").set_value("the cat")
+    run(explore_at)
+    assert not errors(explore_at), errors(explore_at)
+    worker = tokenizer_worker.worker_pid()
+    assert worker is not None and worker != os.getpid()
+
+    real_call = tokenizer_worker.call
+
+    def aborting(json_text, op, arg, seconds=tokenizer_worker.CALL_SECONDS):
+        """The issue's Replace chain, as if the whitelist had let it in: the library aborts on any text."""
+        spec = json.loads(json_text)
+        spec["normalizer"] = {"type": "Sequence", "normalizers": [
+            {"type": "Replace", "pattern": {"String": "a"}, "content": "a" * 1000}] * 8}
+        return real_call(json.dumps(spec), op, "a " + arg if isinstance(arg, str) else arg, seconds)
+    monkeypatch.setattr(tokenizer_worker, "call", aborting)
+    explore_at.text_input(key="explore_input").set_value("the dog")
+    run(explore_at)
+    assert any("own process ended (SIGABRT)" in e for e in errors(explore_at)), errors(explore_at)
+    monkeypatch.setattr(tokenizer_worker, "call", real_call)
+    explore_at.text_input(key="explore_input").set_value("the cat sat")
+    run(explore_at)
+    assert not errors(explore_at), errors(explore_at)  # a fresh worker answers
