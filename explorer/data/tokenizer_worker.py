@@ -11,8 +11,8 @@ One worker per server, started at the first call, serves every session (a lock: 
 a millisecond for a sentence). Its address space is capped at MAX_WORKER_BYTES, so a definition that allocates
 without bound aborts it at once instead of taking the machine's memory; a call gets CALL_SECONDS. When the worker
 dies or overruns, the call is an ExplorerError and the next call starts a fresh worker. Measured on the 2-core
-machine at load 13 (benchmarks/RESULTS.md): start 0.24 s once, a 17-word sentence 0.13 ms p50 against 0.06 ms in
-the server's own process.
+machine at load 7-10 (benchmarks/tokenizer_worker.py, benchmarks/RESULTS.md): the first call, start included,
+0.22 s; an 18-piece sentence 0.34 ms p50 (0.38 p95) against 0.08 ms in the server's own process.
 """
 
 from __future__ import annotations
