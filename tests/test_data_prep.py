@@ -237,35 +237,35 @@ def test_sigterm_during_train_resume_saves_as_a_fresh_run_does(stopped, tmp_path
     assert training["stopped_because"] == "stopped" and training["resumed_from"] == stopped.name
 
 
-def test_train_resume_says_which_lines_it_skipped_as_a_fresh_run_does(tmp_path, capsys):
+def trained_and_mixed(tmp_path: Path) -> Path:
+    """A model trained on good lines (m.safetensors) and a file mixing them with 42 bad ones (returned)."""
     good = tmp_path / "good.tsv"
     good.write_bytes(b"\n".join(good_lines()) + b"\n")
     assert main(["train", "--data", str(good), *QUICK, "--out", str(tmp_path / "m"), "--quiet"]) == 0
     latin1 = [f"{s}\t{t} été".encode("latin-1") for s, t in pig_latin.pairs(40, 1)]
     mixed = tmp_path / "mixed.tsv"
     mixed.write_bytes(b"\n".join(good_lines() + latin1 + [b"x" * 20_000 + b"\ty", b"no tab here"]) + b"\n")
+    return mixed
+
+
+def mixed_note(mixed: Path) -> str:
+    return (f"note: 42 lines of {mixed} skipped: 40 not valid UTF-8 (lines 301, 302, 303, …); "
+            "1 longer than 10,000 bytes (line 341); 1 expected 2 or 3 tab-separated columns, found 1 (line 342)")
+
+
+def test_train_resume_says_which_lines_it_skipped_as_a_fresh_run_does(tmp_path, capsys):
+    mixed = trained_and_mixed(tmp_path)
     capsys.readouterr()
     assert main(["train", "--data", str(mixed), *QUICK, "--resume", str(tmp_path / "m.safetensors"),
                  "--out", str(tmp_path / "more")]) == 0
-    err = capsys.readouterr().err
-    assert (f"note: 42 lines of {mixed} skipped: 40 not valid UTF-8 (lines 301, 302, 303, …); "
-            "1 longer than 10,000 bytes (line 341); 1 expected 2 or 3 tab-separated columns, found 1 (line 342)"
-            ) in err
-
+    assert mixed_note(mixed) in capsys.readouterr().err
 
 
 def test_eval_says_which_lines_of_its_file_it_skipped_as_train_does(tmp_path, capsys):
-    good = tmp_path / "good.tsv"
-    good.write_bytes(b"\n".join(good_lines()) + b"\n")
-    assert main(["train", "--data", str(good), *QUICK, "--out", str(tmp_path / "m"), "--quiet"]) == 0
-    latin1 = [f"{s}\t{t} été".encode("latin-1") for s, t in pig_latin.pairs(40, 1)]
-    mixed = tmp_path / "mixed.tsv"
-    mixed.write_bytes(b"\n".join(good_lines() + latin1 + [b"x" * 20_000 + b"\ty", b"no tab here"]) + b"\n")
+    mixed = trained_and_mixed(tmp_path)
     capsys.readouterr()
     assert main(["eval", "--checkpoint", str(tmp_path / "m.safetensors"), "--data", str(mixed), "--samples", "5"]) == 0
-    assert (f"note: 42 lines of {mixed} skipped: 40 not valid UTF-8 (lines 301, 302, 303, …); "
-            "1 longer than 10,000 bytes (line 341); 1 expected 2 or 3 tab-separated columns, found 1 (line 342)"
-            ) in capsys.readouterr().err
+    assert mixed_note(mixed) in capsys.readouterr().err
 
 # --- metrics that do not mislead ---------------------------------------------------------------------
 
