@@ -56,18 +56,19 @@ SLOW = frozenset({  # one process, but long: training runs, real corpora, a fres
     "test_embed_dropout::test_the_cli_trains_with_it_and_stores_it",
     "test_optim::test_training_does_not_import_torch_dynamo",
 })
-HEAVY_GROUP = "heavy"  # under `-n`, browser and multiprocess tests share one worker, so they never overlap;
-# every other module is a group of its own, so a module-scoped fixture (often a trained model) is built once
+LONG_TIERS = ("slow", "browser", "multiprocess")
 
 
+@pytest.hookimpl(tryfirst=True)  # xdist turns the xdist_group marks into groups in its own hook: ours goes first
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its tier (by module, or module::function), and its xdist group: the heavy tests
-    together, every other module on its own."""
+    """Mark each test with its tier (by module, or module::function) and its xdist group, its module (so a
+    module-scoped fixture, often a trained model or a running app, is built on one worker, not on both).
+    Under --dist loadgroup the modules that hold a long test go first: none starts last while the other
+    worker idles (scripts/test.sh turns off xdist's reordering by test count, which would put them last)."""
     grouping = config.pluginmanager.hasplugin("xdist")
     for item in items:
         module = item.path.stem
         names = {module, f"{module}::{getattr(item, 'originalname', item.name)}"}
-        heavy = module.startswith(BROWSER_PREFIX) or bool(names & MULTIPROCESS)
         if module.startswith(BROWSER_PREFIX):
             item.add_marker(pytest.mark.browser)
         if names & MULTIPROCESS:
@@ -75,7 +76,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if names & SLOW:
             item.add_marker(pytest.mark.slow)
         if grouping:
-            item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP if heavy else module))
+            item.add_marker(pytest.mark.xdist_group(module))
+    if config.getoption("dist", "no") == "loadgroup":
+        items[:] = long_modules_first(items)
+
+
+def long_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The modules that hold a slow, browser or multiprocess test first; otherwise the order stays."""
+    long_modules = {item.path for item in items if any(item.get_closest_marker(m) for m in LONG_TIERS)}
+    return sorted(items, key=lambda item: item.path not in long_modules)
 
 
 COPY_SPEC = TaskSpec("copy", 1, 6)
