@@ -123,3 +123,10 @@ def pretrained() -> Iterator[Path]:
     """The app's shipped folder pointed at the reversal twins for one test module."""
     with pretrained_at(twin_dir()) as folder:
         yield folder
+
+
+def upload(at, key: str, name: str, data: bytes, mime: str = "text/plain"):
+    """Put a file into the page's upload box `key` (its widget key changes after each file taken): the
+    box's file uploader, value set, for `.run()`."""
+    rounds = at.session_state[f"{key}_round"] if f"{key}_round" in at.session_state else 0
+    return at.file_uploader(key=f"{key}_box{rounds}").set_value((name, data, mime))

@@ -143,6 +143,12 @@ def test_two_translation_models_get_bleu_and_chrf_on_the_same_pairs(pretrained, 
     at.radio(key="compare_score_pairs").set_value("a TSV file").run()
     no_exception(at)
     assert any("upload a TSV file" in e.value for e in at.error)
+    app_support.upload(at, "compare_tsv", "mine.tsv", tsv[: tsv.index(b"\n", 2000) + 1]).run()  # held by the server
+    no_exception(at)
+    mine = [tuple(line.split("\t")) for line in tsv[: tsv.index(b"\n", 2000)].decode().split("\n")]
+    table = app_support.frame_with(at, "pairs scored")
+    assert table.loc["pig-1", "BLEU"] == pytest.approx(round(score_pairs(models.get("pig-1"), mine)["bleu"], 1))
+    assert any(m.value.startswith("Sentence pairs: **mine\\.tsv**") for m in at.markdown)
 
 
 def test_the_shipped_translation_twins_draw_bleu_by_sentence_length():

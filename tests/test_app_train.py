@@ -20,7 +20,7 @@ from explorer.checkpoints import checkpoint
 from explorer.training import jobs
 from explorer.training.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
 from tests import pig_latin
-from tests.app_support import show_page
+from tests.app_support import show_page, upload
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -223,14 +223,14 @@ def test_when_every_slot_is_busy_the_start_waits_and_the_page_shows_its_place_in
 
 def test_a_bad_checkpoint_upload_is_refused_with_a_message_and_a_good_one_is_added(make_random_bundle):
     at = train_page()
-    at.file_uploader(key="train_upload").set_value(("model.pt", b"\x80\x04\x95 pickled torch model", "application/octet-stream"))
+    upload(at, "train_upload", "model.pt", b"\x80\x04\x95 pickled torch model", "application/octet-stream")
     at.run()
     assert not at.exception
     assert any("refused" in e.value and "pickled" in e.value for e in at.error)
     assert at.session_state["models"].names() == []
 
     good = checkpoint.to_bytes(make_random_bundle())
-    at.file_uploader(key="train_upload").set_value(("mine.safetensors", good, "application/octet-stream"))
+    upload(at, "train_upload", "mine.safetensors", good, "application/octet-stream")
     at.run()
     assert not at.exception and any("Added" in s.value for s in at.success)
     assert at.session_state["models"].names() == ["mine"]
@@ -240,7 +240,7 @@ def test_a_bad_tsv_is_refused_with_line_numbers():
     at = train_page()
     at.radio(key="train_source").set_value("Translation (your TSV file)").run()
     assert at.radio(key="train_unit").value == "auto"  # the run length comes from the data
-    at.file_uploader(key="train_tsv").set_value(("pairs.tsv", b"only one column\nstill one\n", "text/plain"))
+    upload(at, "train_tsv", "pairs.tsv", b"only one column\nstill one\n", "text/plain")
     at.run()
     assert not at.exception
     assert "line 1: expected 2 or 3 tab-separated columns" in at.error[0].value
@@ -248,7 +248,7 @@ def test_a_bad_tsv_is_refused_with_line_numbers():
     assert "line 1" in at.error[0].value and "train_job" not in at.session_state
 
     partly = (FIXTURES / "eng-fra-malformed.tsv").read_bytes()
-    at.file_uploader(key="train_tsv").set_value(("fra.tsv", partly, "text/plain"))
+    upload(at, "train_tsv", "fra.tsv", partly, "text/plain")
     at.run()
     assert any("sentence pairs" in s.value for s in at.success)
     assert at.warning[0].value == ("4 lines of fra.tsv skipped: 1 expected 2 or 3 tab-separated columns, found 1 "
@@ -260,7 +260,7 @@ def test_translation_from_an_uploaded_tsv_trains():
     rows = "".join(f"go {w}\tva {w}\n" for w in ["home", "now", "there", "away", "back", "up"] * 5)
     at = train_page()
     at.radio(key="train_source").set_value("Translation (your TSV file)").run()
-    at.file_uploader(key="train_tsv").set_value(("go.tsv", rows.encode(), "text/plain"))
+    upload(at, "train_tsv", "go.tsv", rows.encode(), "text/plain")
     at.run()
     at.radio(key="train_unit").set_value("epochs").run()
     for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch_size": 8}.items():
@@ -298,7 +298,7 @@ PIG = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)).encode()
 
 def upload_pig(at: AppTest) -> None:
     at.radio(key="train_source").set_value("Translation (your TSV file)").run()
-    at.file_uploader(key="train_tsv").set_value(("pig.tsv", PIG, "text/plain")).run()
+    upload(at, "train_tsv", "pig.tsv", PIG, "text/plain").run()
 
 
 def test_a_small_file_gets_the_clis_defaults_a_run_sized_by_the_data_and_the_typed_probe():
@@ -402,21 +402,21 @@ def test_a_refused_continue_leaves_the_model_as_it_was():
 def test_the_upload_result_stays_in_view_with_its_section_open(make_random_bundle):
     at = train_page()
     assert not at.expander[-1].proto.expanded
-    at.file_uploader(key="train_upload").set_value(("mine.safetensors", checkpoint.to_bytes(make_random_bundle()),
-                                                    "application/octet-stream")).run()
-    upload = [e for e in at.expander if e.label == "Upload a checkpoint"][0]
-    assert upload.proto.expanded and any("Added" in s.value for s in upload.success)
+    upload(at, "train_upload", "mine.safetensors", checkpoint.to_bytes(make_random_bundle()),
+          "application/octet-stream").run()
+    box = [e for e in at.expander if e.label == "Upload a checkpoint"][0]
+    assert box.proto.expanded and any("Added" in s.value for s in box.success)
     at.run()  # and on every later rerun
-    upload = [e for e in at.expander if e.label == "Upload a checkpoint"][0]
-    assert upload.proto.expanded and any("Added" in s.value for s in upload.success)
+    box = [e for e in at.expander if e.label == "Upload a checkpoint"][0]
+    assert box.proto.expanded and any("Added" in s.value for s in box.success)
 
 
 def test_an_uploaded_checkpoint_trains_further_and_the_original_stays(make_random_bundle):
     import torch
     at = train_page()
     original = make_random_bundle()
-    at.file_uploader(key="train_upload").set_value(("mine.safetensors", checkpoint.to_bytes(original),
-                                                    "application/octet-stream")).run()
+    upload(at, "train_upload", "mine.safetensors", checkpoint.to_bytes(original),
+          "application/octet-stream").run()
     at.selectbox(key="train_base").set_value("mine").run()
     assert at.number_input(key="train_hidden").disabled  # its architecture is kept
     at.number_input(key="train_steps").set_value(12).run()
@@ -437,8 +437,8 @@ def test_a_translation_model_trains_further_only_on_a_file_it_can_read():
     from explorer.training.recipes import translation_setup
     bundle, _, _ = translation_setup(PIG, "pig", {"embed": 8, "hidden": 16, "attn_dim": 8})
     at = train_page()
-    at.file_uploader(key="train_upload").set_value(("pig.safetensors", checkpoint.to_bytes(bundle),
-                                                    "application/octet-stream")).run()
+    upload(at, "train_upload", "pig.safetensors", checkpoint.to_bytes(bundle),
+          "application/octet-stream").run()
     at.selectbox(key="train_base").set_value("pig").run()
     assert at.radio(key="train_source").value == "Translation (your TSV file)"
     at.radio(key="train_unit").set_value("steps").run()
@@ -446,13 +446,13 @@ def test_a_translation_model_trains_further_only_on_a_file_it_can_read():
     at.button(key="train_start").click().run()
     assert "upload a TSV file" in at.error[0].value and "train_job" not in at.session_state
     other = "".join(f"привет {w}\tздравствуй {w}\n" for w in ("дом", "кот", "лес") * 10).encode()
-    at.file_uploader(key="train_tsv").set_value(("fr.tsv", other, "text/plain")).run()
+    upload(at, "train_tsv", "fr.tsv", other, "text/plain").run()
     at.button(key="train_start").click().run()
     run_until(at, lambda: job(at).state != jobs.RUNNING)  # the file is read in the job's process
     assert job(at).state == jobs.FAILED and not at.exception
     assert any("vocabulary does not fit pig-more" in e.value for e in at.error)
     more = "".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(200, seed=7)).encode()
-    at.file_uploader(key="train_tsv").set_value(("more.tsv", more, "text/plain")).run()
+    upload(at, "train_tsv", "more.tsv", more, "text/plain").run()
     at.button(key="train_start").click().run()
     assert not at.error, at.error[0].value
     run_until(at, lambda: job(at).state != jobs.RUNNING)
@@ -480,7 +480,7 @@ def test_a_five_pair_file_is_warned_about_before_training():
     at = train_page()
     at.radio(key="train_source").set_value("Translation (your TSV file)").run()
     rows = b"".join(f"{s}\t{t}\n".encode() for s, t in pig_latin.pairs(6))
-    at.file_uploader(key="train_tsv").set_value(("six.tsv", rows, "text/plain")).run()
+    upload(at, "train_tsv", "six.tsv", rows, "text/plain").run()
     assert any(w.value.startswith("Only 5 training pairs: a model learns little") for w in at.warning)
 
 
@@ -489,7 +489,7 @@ def test_one_token_targets_lead_with_exact_match_and_chrf_and_say_why_not_bleu()
     at.radio(key="train_source").set_value("Translation (your TSV file)").run()
     rows = "".join(f"{w}\t{i}\n" for i, w in enumerate(["zero", "one", "two", "three", "four", "five", "six",
                                                           "seven", "eight", "nine"] * 30)).encode()
-    at.file_uploader(key="train_tsv").set_value(("numbers.tsv", rows, "text/plain")).run()
+    upload(at, "train_tsv", "numbers.tsv", rows, "text/plain").run()
     at.radio(key="train_unit").set_value("steps").run()
     for key, value in {"train_hidden": 16, "train_embed": 8, "train_attn_dim": 8, "train_batch_size": 16,
                        "train_steps": 10}.items():
@@ -572,7 +572,7 @@ def test_the_pairs_left_out_for_length_are_said_on_the_page_as_on_the_command_li
     at = train_page()
     at.radio(key="train_source").set_value("Translation (your TSV file)").run()
     long = " ".join(["word"] * 50)
-    at.file_uploader(key="train_tsv").set_value(("long.tsv", PIG + f"{long}\tshort\n".encode(), "text/plain")).run()
+    upload(at, "train_tsv", "long.tsv", PIG + f"{long}\tshort\n".encode(), "text/plain").run()
     at.button(key="train_start").click().run()
     started = prepared(at)
     started.stop()
@@ -584,7 +584,7 @@ def test_the_pairs_left_out_for_length_are_said_on_the_page_as_on_the_command_li
 def test_the_lines_training_skipped_are_said_with_the_files_name():
     at = train_page()
     at.radio(key="train_source").set_value("Translation (your TSV file)").run()
-    at.file_uploader(key="train_tsv").set_value(("mine.tsv", PIG + b"no tab here\n", "text/plain")).run()
+    upload(at, "train_tsv", "mine.tsv", PIG + b"no tab here\n", "text/plain").run()
     at.button(key="train_start").click().run()
     started = prepared(at)
     started.stop()
@@ -592,3 +592,60 @@ def test_the_lines_training_skipped_are_said_with_the_files_name():
     at.run()
     note = "1 line of mine.tsv skipped: 1 expected 2 or 3 tab-separated columns, found 1 (line 301)"
     assert started.notes == [note] and any(w.value == note for w in at.warning)
+
+
+def _uploaded_files_in(state) -> list:
+    """Every Streamlit UploadedFile a session's state still references (each holds its file's bytes)."""
+    from streamlit.runtime.uploaded_file_manager import UploadedFile
+    return [state[k] for k in state if isinstance(state[k], UploadedFile)]
+
+
+def test_an_uploaded_tsv_is_held_once_by_the_server_within_the_uploads_budget(monkeypatch):
+    """Streamlit's own copy of an upload (its file manager and the box's value) is let go once the page has
+    taken the file: the bytes are held once per server in the budgeted store, however many sessions send it."""
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+    from explorer.app.pages import common
+    common.parsed_uploads.clear()
+    dropped = []
+    remove = MemoryUploadedFileManager.remove_file
+    monkeypatch.setattr(MemoryUploadedFileManager, "remove_file",
+                        lambda self, session_id, file_id: (dropped.append(file_id), remove(self, session_id, file_id)))
+    sessions = [train_page(), train_page()]
+    for at in sessions:
+        at.radio(key="train_source").set_value("Translation (your TSV file)").run()
+        before = len(dropped)
+        upload(at, "train_tsv", "pig.tsv", PIG, "text/plain").run()
+        assert not at.exception
+        assert len(dropped) == before + 1  # Streamlit's manager let its copy go
+        assert not _uploaded_files_in(at.session_state)  # nor does the box's value: a new, empty box
+        assert at.file_uploader(key=f"train_tsv_box{at.session_state['train_tsv_round']}").value is None
+        assert any(m.value.startswith("Sentence pairs: **pig\\.tsv**") for m in at.markdown)
+        assert any("300 sentence pairs" in s.value for s in at.success)
+    store = common.parsed_uploads()
+    held = [size for (_, name, what), (_, size) in store._data.items() if what == "bytes"]
+    assert held == [len(PIG)] and store.used <= store.max_bytes  # once for both sessions, in the budget
+
+
+def test_an_upload_the_server_let_go_of_is_a_message_at_start_and_remove_empties_the_page(monkeypatch):
+    """A held file makes room for newer ones (least recently used first): the session that sent it is told to
+    upload it again when it starts, instead of training on nothing or failing; Remove lets a file go."""
+    from explorer.app.pages import common
+    common.parsed_uploads.clear()
+    monkeypatch.setenv("EXPLORER_PARSED_TSV_MB", str(2.5 * len(PIG) / 1e6))
+    try:
+        first, second = train_page(), train_page()
+        upload_pig(first)
+        other = PIG.replace(b"ay", b"ai")
+        second.radio(key="train_source").set_value("Translation (your TSV file)").run()
+        upload(second, "train_tsv", "other.tsv", other, "text/plain").run()
+        assert any("300 sentence pairs" in s.value for s in second.success)
+        first.button(key="train_start").click().run()
+        assert not first.exception
+        assert first.session_state["train_error"] == ("the server no longer holds pig.tsv (room was made for newer "
+                                                      "uploads): upload it again")
+        assert "train_job" not in first.session_state
+        second.button(key="train_tsv_remove").click().run()
+        assert second.session_state["train_tsv"] is None
+        assert not any(m.value.startswith("Sentence pairs: **") for m in second.markdown)
+    finally:
+        common.parsed_uploads.clear()

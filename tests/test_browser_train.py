@@ -126,3 +126,30 @@ def test_an_uploaded_checkpoints_result_stays_in_view(server, tmp_path):
             assert shown.count() and shown.first.is_visible(), message
             set_number(page, "Seed", "3")  # another widget reruns the page: the section stays open on its result
             assert page.get_by_text(message).first.is_visible(), message
+
+
+def test_an_uploaded_tsv_is_kept_by_the_page_with_its_box_empty_and_survives_a_visit_elsewhere(server, tmp_path):
+    """The server holds an uploaded TSV once, out of Streamlit's per-session copy: the page names the file it
+    holds (the box is empty again, for another file), keeps it across a visit to another page, and Remove
+    lets it go."""
+    from tests import pig_latin
+    path = tmp_path / "my_pairs [v2]*$1.tsv"  # shown as named, not as markdown
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in pig_latin.pairs(300)))
+    with chromium(width=1400, height=2400) as page:
+        page.goto(server.url + "/train")
+        wait_idle(page, settle=1000)
+        page.get_by_text("Translation (your TSV file)").click()
+        wait_idle(page)
+        page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(path))
+        wait_idle(page, settle=1500)
+        assert page.get_by_text("300 sentence pairs").first.is_visible()
+        assert page.get_by_text("Sentence pairs: my_pairs [v2]*$1.tsv").first.is_visible()
+        assert page.locator('[data-testid="stFileUploaderFile"]').count() == 0  # the box holds no file now
+        page.get_by_role("link", name="Explore").first.click()
+        wait_idle(page, settle=1000)
+        page.get_by_role("link", name="Train").first.click()
+        wait_idle(page, settle=1000)
+        assert page.get_by_text("300 sentence pairs").first.is_visible()
+        page.get_by_role("button", name="Remove").click()
+        wait_idle(page)
+        assert page.get_by_text("300 sentence pairs").count() == 0

@@ -30,7 +30,7 @@ from explorer.checkpoints import checkpoint
 from explorer.training import jobs
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import new_task_bundle
-from tests.app_support import show_page
+from tests.app_support import show_page, upload
 
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -185,8 +185,8 @@ def train(models_dir) -> AppTest:
     """The Train page with one good checkpoint already uploaded (the state a bad upload must not lose)."""
     at = open_page(AppTest.from_file(APP, default_timeout=TIMEOUT).run(), "train")
     bundle, _ = new_task_bundle(TaskSpec("copy", 1, 6), "mine", seed=3, embed=4, hidden=8, attn_dim=4)
-    at.file_uploader(key="train_upload").set_value(("mine.safetensors", checkpoint.to_bytes(bundle),
-                                                    "application/octet-stream"))
+    upload(at, "train_upload", "mine.safetensors", checkpoint.to_bytes(bundle),
+          "application/octet-stream")
     run(at)
     assert any("Added" in s.value for s in at.success)
     assert at.session_state["models"].names() == ["mine"]
@@ -217,7 +217,7 @@ TSV_CASES = {
 @pytest.mark.parametrize("data, message", TSV_CASES.values(), ids=TSV_CASES.keys())
 def test_a_bad_tsv_is_refused_with_one_message_and_nothing_is_lost(train, data, message):
     at = translation_source(train)
-    at.file_uploader(key="train_tsv").set_value(("pairs.tsv", data, "text/tab-separated-values"))
+    upload(at, "train_tsv", "pairs.tsv", data, "text/tab-separated-values")
     run(at)
     assert any(e.startswith("This file cannot be used") and message in e for e in errors(at)), errors(at)
     at.button(key="train_start").click()
@@ -291,7 +291,7 @@ def test_the_payload_is_live(tmp_path):
 def test_a_bad_checkpoint_is_refused_never_run_and_nothing_is_lost(train, tmp_path, case):
     at = train
     name, data, message = checkpoint_cases(tmp_path)[case]
-    at.file_uploader(key="train_upload").set_value((name, data, "application/octet-stream"))
+    upload(at, "train_upload", name, data, "application/octet-stream")
     run(at)
     assert any(e.startswith("This file was refused") and message in e for e in errors(at)), errors(at)
     assert not (tmp_path / "payload-ran").exists(), "loading the upload ran code from it"
@@ -308,8 +308,8 @@ def test_a_valid_checkpoint_with_hostile_symbols_and_name_opens_in_explore(train
     at = train
     alphabet = "$\\}{_^~#%&*<>\u202e😀"
     bundle, _ = new_task_bundle(TaskSpec("copy", 1, 6, alphabet), "x", seed=2, embed=4, hidden=8, attn_dim=4)
-    at.file_uploader(key="train_upload").set_value(("<img src=x onerror=alert(1)>.safetensors",
-                                                    checkpoint.to_bytes(bundle), "application/octet-stream"))
+    upload(at, "train_upload", "<img src=x onerror=alert(1)>.safetensors",
+          checkpoint.to_bytes(bundle), "application/octet-stream")
     run(at)
     names = at.session_state["models"].names()
     assert names == ["mine", "<img src=x onerror=alert(1)>"], names
@@ -375,8 +375,8 @@ def test_a_translation_checkpoint_whose_tokenizer_would_abort_is_refused_at_uplo
     info["tokenizers"]["source"] = json.dumps(spec)
     at = train
     before = at.session_state["models"].names()
-    at.file_uploader(key="train_upload").set_value(("fra.safetensors", st_save(tensors, metadata={
-        "explorer": json.dumps(info)}), "application/octet-stream"))
+    upload(at, "train_upload", "fra.safetensors", st_save(tensors, metadata={
+          "explorer": json.dumps(info)}), "application/octet-stream")
     run(at)
     assert any(e.startswith("This file was refused") and message in e for e in errors(at)), errors(at)
     assert at.session_state["models"].names() == before
@@ -392,8 +392,8 @@ def test_an_uploaded_translation_model_tokenizes_in_the_worker_and_its_abort_is_
     monkeypatch.setattr(explore, "_model_label", str)
     bundle = next(b for b in build_models() if b.name == "tiny-fra")
     at = train
-    at.file_uploader(key="train_upload").set_value(("fra.safetensors", checkpoint.to_bytes(bundle),
-                                                    "application/octet-stream"))
+    upload(at, "train_upload", "fra.safetensors", checkpoint.to_bytes(bundle),
+          "application/octet-stream")
     run(at)
     explore_at = open_page(at, "explore")
     explore_at.selectbox(key="explore_model").set_value("fra")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
-
 from typing import Any
 
 import streamlit as st
@@ -91,6 +92,26 @@ class _ParsedUploads:
         self._lock = threading.Lock()
         self._data: OrderedDict[tuple[str, str, str], tuple[Any, int]] = OrderedDict()
 
+    def keep(self, data: bytes, name: str) -> str:
+        """Hold an uploaded file's bytes (their sha256 returned), within the budget; ExplorerError when they
+        cannot fit."""
+        digest = hashlib.sha256(data).hexdigest()
+        self.get(data, name, "bytes", lambda: data, peak=len(data))
+        with self._lock:
+            if (digest, name, "bytes") not in self._data:
+                raise ExplorerError(f"{name} ({len(data) / 1e6:,.1f} MB) does not fit in the "
+                                    f"{self.max_bytes / 1e6:,.0f} MB the server keeps for uploads: use a smaller file")
+        return digest
+
+    def held(self, digest: str, name: str) -> bytes:
+        """The bytes `keep` holds under this digest and name; ExplorerError when room was made for others."""
+        with self._lock:
+            entry = self._data.get((digest, name, "bytes"))
+            if entry is not None:
+                self._data.move_to_end((digest, name, "bytes"))
+                return entry[0]
+        raise ExplorerError(f"the server no longer holds {name} (room was made for newer uploads): upload it again")
+
     def get(self, data: bytes, name: str, what: str, read, peak: int, size: int | None = None) -> Any:
         """`read()`'s result (or its ExplorerError, raised) for this file's bytes, name and `what` was read: room
         is made for the `peak` bytes reading takes before it starts, and the result kept at `size` (default
@@ -128,6 +149,76 @@ def parsed_uploads() -> _ParsedUploads:
     """The server's one store of what it read from uploads (limits.uploads_budget: EXPLORER_PARSED_TSV_MB)."""
     from explorer.limits import uploads_budget
     return _ParsedUploads(uploads_budget())
+
+
+@dataclass(frozen=True)
+class KeptUpload:
+    """An uploaded file as the pages use it once `take_upload` moved its bytes into the server's one store."""
+    name: str
+    file_id: str  # the bytes' sha256
+    size: int
+
+    def getvalue(self) -> bytes:
+        return parsed_uploads().held(self.file_id, self.name)
+
+
+def uploader_key(key: str) -> str:
+    """The widget key of upload box `key`: a new one after each file taken, so the box is empty again."""
+    return f"{key}_box{st.session_state.get(f'{key}_round', 0)}"
+
+
+def take_upload(key: str, keep: bool = True, use=None, limit: int | None = None) -> None:
+    """Move the file in upload box `key` out of Streamlit's per-session memory: its bytes into the server's one
+    store within the uploads' budget (`keep`), or only to `use(kept, data)`; Streamlit's copy dropped and the box
+    emptied. st.session_state[key] becomes the KeptUpload, or None with the refusal in f"{key}_refused"."""
+    ss = st.session_state
+    box = ss.get(uploader_key(key))
+    if box is None:
+        return
+    data = box.getvalue()
+    ss.pop(f"{key}_refused", None)
+    try:
+        if limit is not None and len(data) > limit:
+            raise ExplorerError(f"{box.name} is too large: {len(data):,} bytes (limit {limit:,})")
+        digest = parsed_uploads().keep(data, box.name) if keep else hashlib.sha256(data).hexdigest()
+        ss[key] = KeptUpload(box.name, digest, len(data))
+        if use is not None:
+            use(ss[key], data)
+    except ExplorerError as exc:
+        ss[key] = None
+        ss[f"{key}_refused"] = str(exc)
+    finally:
+        _drop_streamlit_copy(box.file_id)
+        ss[f"{key}_round"] = ss.get(f"{key}_round", 0) + 1
+
+
+def _drop_streamlit_copy(file_id: str) -> None:
+    """Streamlit keeps an upload's bytes for the session until the browser removes it; the box's widget goes with
+    the new key, and this frees the manager's copy (only its in-memory manager has remove_file, as st.chat_input
+    relies on)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    ctx = get_script_run_ctx()
+    remove = getattr(getattr(ctx, "uploaded_file_mgr", None), "remove_file", None)
+    if remove is not None:
+        remove(session_id=ctx.session_id, file_id=file_id)
+
+
+def kept_upload_line(key: str, what: str, refused: str = "This file cannot be used") -> None:
+    """Under an upload box: the file the page holds (with a button to let it go) or why it was refused."""
+    ss = st.session_state
+    if ss.get(f"{key}_refused"):
+        st.error(f"{refused}: {ss[f'{key}_refused']}", icon=":material/warning:")
+    kept = ss.get(key)
+    if kept is None:
+        return
+    text, button = st.columns([4, 1], vertical_alignment="center")
+    text.markdown(f"{what}: **{literal(kept.name)}** ({kept.size / 1e6:,.2f} MB)")
+    button.button("Remove", key=f"{key}_remove", on_click=lambda: ss.update({key: None}))
+
+
+def literal(text: str) -> str:
+    """Text shown as typed inside Streamlit markdown (a file name with `*`, `[`, `$` or `<` in it)."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!<>|~$:])", r"\\\1", text)
 
 
 def checked_tsv(upload) -> Any:

@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.errors import ExplorerError
+from explorer.limits import LIMITS
 from explorer.app.figures.attention import attention_heatmap
 from explorer.app.figures.compare import (METRIC_LABELS, accuracy_by_length_figure, bleu_by_length_figure,
                                      parameter_figure)
@@ -380,7 +381,10 @@ def translation_scores_section(name_a: str, name_b: str) -> None:
         st.session_state["compare_score_pairs"] = choices[0]
     choice = st.radio("Score both on", choices, key="compare_score_pairs", horizontal=True)
     if choice == "a TSV file":
-        st.file_uploader("Sentence pairs (TSV: source<TAB>target)", key="compare_tsv")
+        st.file_uploader("Sentence pairs (TSV: source<TAB>target)", key=common.uploader_key("compare_tsv"),
+                         max_upload_size=LIMITS.max_tsv_bytes // 1_000_000, on_change=common.take_upload,
+                         args=("compare_tsv",), kwargs={"limit": LIMITS.max_tsv_bytes})
+        common.kept_upload_line("compare_tsv", "Sentence pairs")
     try:
         pairs = _score_pairs(choice, bundles)
         rows = {}

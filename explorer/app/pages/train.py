@@ -231,6 +231,7 @@ def _further_job(base, cfg: training.TrainConfig, upload, probe: str | None, mod
 def _on_tsv() -> None:
     """A new file: the model size its number of pairs calls for (defaults.translation_model, as on the CLI)."""
     ss = st.session_state
+    common.take_upload("train_tsv", limit=LIMITS.max_tsv_bytes)
     upload = ss.get("train_tsv")
     if upload is None:
         return
@@ -293,7 +294,6 @@ def render() -> None:
     if "train_notice" in st.session_state:  # e.g. a Continue that went on from the last evaluation
         st.info(st.session_state["train_notice"], icon=":material/info:")
 
-    _take_upload()
     with st.expander("Set up a training run", expanded=job is None):
         _setup_panel(running)
     _keep_settings()
@@ -303,7 +303,8 @@ def render() -> None:
         st.fragment(_live_panel, run_every=refresh)()
         _model_panel(job, running)
     # open while it holds a file, so the result ("Added …" or why the file was refused) stays in view
-    with st.expander("Upload a checkpoint", expanded=st.session_state.get("train_upload") is not None):
+    with st.expander("Upload a checkpoint", expanded=st.session_state.get("train_upload") is not None
+                     or bool(st.session_state.get("train_upload_refused"))):
         _upload_panel()
     st.fragment(_server_footer, run_every=FOOTER_SECONDS)()
 
@@ -377,11 +378,13 @@ def _setup_panel(running: bool) -> None:
             st.text_input("Probe input", key="train_probe", disabled=running, placeholder=_probe_placeholder(),
                           help="the input whose attention map is snapshotted as training goes")
         else:
-            st.file_uploader("Sentence pairs (TSV: source<TAB>target[<TAB>attribution])", key="train_tsv",
-                             disabled=running, max_upload_size=LIMITS.max_tsv_bytes // 1_000_000, on_change=_on_tsv,
+            st.file_uploader("Sentence pairs (TSV: source<TAB>target[<TAB>attribution])",
+                             key=common.uploader_key("train_tsv"), disabled=running,
+                             max_upload_size=LIMITS.max_tsv_bytes // 1_000_000, on_change=_on_tsv,
                              help=f"UTF-8 text, one pair per line, at most {LIMITS.max_tsv_bytes // 1_000_000} MB "
                                   "(e.g. a Tatoeba/Anki export)" + ("" if base is None else
                                   f"; its words must be mostly in {base.name}'s vocabularies"))
+            common.kept_upload_line("train_tsv", "Sentence pairs")
             _tsv_report()
             if base is None:
                 lo, hi = st.columns(2)
@@ -736,29 +739,31 @@ def _open_in_explore(job: jobs.TrainingJob) -> None:
 def _upload_panel() -> None:
     """The checkpoint uploader and the result of its file ("Added …" or why it was refused)."""
     ss = st.session_state
-    upload = st.file_uploader("Checkpoint (.safetensors, saved by this app)", key="train_upload",
-                              max_upload_size=checkpoint.MAX_CHECKPOINT_BYTES // 1_000_000)
+    st.file_uploader("Checkpoint (.safetensors, saved by this app)", key=common.uploader_key("train_upload"),
+                     max_upload_size=checkpoint.MAX_CHECKPOINT_BYTES // 1_000_000, on_change=_take_upload)
+    if ss.get("train_upload_refused"):
+        st.error(f"This file was refused: {ss['train_upload_refused']}", icon=":material/warning:")
+    upload = ss.get("train_upload")
     if upload is None:
         return
-    _take_upload()
     kind, message = ss["train_uploaded"][upload.file_id]
     (st.success if kind == "ok" else st.error)(message, icon=":material/check_circle:" if kind == "ok" else ":material/warning:")
 
 
 def _take_upload() -> None:
     """Add the uploaded checkpoint file to this session's models, once per file (validated; loading never
-    runs code from it). Called before the setup panel too, so "Start from" offers the model at once."""
-    ss = st.session_state
-    upload = ss.get("train_upload")
-    if upload is None:
-        return
-    done = ss.setdefault("train_uploaded", {})
+    runs code from it); its bytes are not kept. On the box's change, so "Start from" offers the model at once."""
+    common.take_upload("train_upload", keep=False, use=_add_checkpoint, limit=checkpoint.MAX_CHECKPOINT_BYTES)
+
+
+def _add_checkpoint(upload, data: bytes) -> None:
+    done = st.session_state.setdefault("train_uploaded", {})
     if upload.file_id not in done:
         models = common.session_models()
         stem = upload.name.rsplit(".", 1)[0] or "uploaded"
         name = models.unique_name(stem, common.shipped_model_names())
         try:
-            bundle = model_registry.freeze(checkpoint.from_bytes(upload.getvalue(), name, source=upload.name))
+            bundle = model_registry.freeze(checkpoint.from_bytes(data, name, source=upload.name))
             models.put(bundle)
             done[upload.file_id] = ("ok", f"Added **{bundle.title}** to this session's models.")
         except ExplorerError as exc:
