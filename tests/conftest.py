@@ -59,13 +59,10 @@ SLOW = frozenset({  # one process, but long: training runs, real corpora, a fres
 LONG_TIERS = ("slow", "browser", "multiprocess")
 
 
-@pytest.hookimpl(tryfirst=True)  # xdist turns the xdist_group marks into groups in its own hook: ours goes first
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its tier (by module, or module::function) and its xdist group, its module (so a
-    module-scoped fixture, often a trained model or a running app, is built on one worker, not on both).
-    Under --dist loadgroup the modules that hold a long test go first: none starts last while the other
-    worker idles (scripts/test.sh turns off xdist's reordering by test count, which would put them last)."""
-    grouping = config.pluginmanager.hasplugin("xdist")
+    """Mark each test with its tier (by module, or module::function). On an xdist worker the modules that hold a
+    long test go first: under scripts/test.sh's --dist loadfile (a module is one unit, so its module-scoped
+    fixtures are built once) none then starts last while the other worker idles."""
     for item in items:
         module = item.path.stem
         names = {module, f"{module}::{getattr(item, 'originalname', item.name)}"}
@@ -75,9 +72,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.multiprocess)
         if names & SLOW:
             item.add_marker(pytest.mark.slow)
-        if grouping:
-            item.add_marker(pytest.mark.xdist_group(module))
-    if config.getoption("dist", "no") == "loadgroup":
+    if hasattr(config, "workerinput"):  # xdist's worker: the controller schedules in the order it collected
         items[:] = long_modules_first(items)
 
 
