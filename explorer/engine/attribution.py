@@ -90,15 +90,13 @@ def _chosen_score(model: Seq2Seq, src: Tensor, out: Tensor, target: str = IG_TAR
         offsets = torch.tensor([0] + batch.running[:-1], device=x.device).cumsum(0)  # each step's first row
         last = (batch.tgt_in != PAD_ID).sum(1) - 1  # (n,) each sorted row's own step
         at = offsets[last] + torch.arange(n, device=x.device)
-        logits = model.readout(top[at], None if context is None else context[at])  # (n, V) sorted rows
         chosen = out[0, last]
-        if target == "logit":
-            scores = logits.float()
-        elif target == "log_probability":
-            scores = torch.log_softmax(logits.float(), dim=-1)
+        if target == "logit":  # y_t's row of the readout alone
+            p = model.readout(top[at], None if context is None else context[at], chosen).float()  # (n,) sorted
         else:
-            scores = torch.softmax(logits.float(), dim=-1)
-        p = scores.gather(1, chosen.unsqueeze(1)).squeeze(1)
+            logits = model.readout(top[at], None if context is None else context[at]).float()  # (n, V) sorted
+            scores = torch.log_softmax(logits, -1) if target == "log_probability" else torch.softmax(logits, -1)
+            p = scores.gather(1, chosen.unsqueeze(1)).squeeze(1)
         return p if batch.back is None else p.index_select(0, batch.back)
     return forward
 

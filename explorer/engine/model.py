@@ -253,12 +253,15 @@ class Seq2Seq(nn.Module):
         """The decoder's embeddings of `ids` (any shape) -> (·, E), through embed_dropout while training."""
         return _looked_up(self.embed, self.embed_dropout, ids)
 
-    def readout(self, s: Tensor, context: Tensor | None) -> Tensor:
-        """Step 4's logits U [s_t; c_t] + b_U, for one step (B, ·) or many at once (B, T, ·)."""
+    def readout(self, s: Tensor, context: Tensor | None, tokens: Tensor | None = None) -> Tensor:
+        """Step 4's logits U [s_t; c_t] + b_U, for one step (B, ·) or many at once (B, T, ·). With `tokens`
+        (one id per row, s's shape without its last axis), only those tokens' logits: U's rows for them alone
+        (attributions explain one logit per row; the other V - 1 would be computed and thrown away)."""
         drop = self.dropout if self.cfg.dropout else _identity
-        if context is None:
-            return self.out(drop(s))
-        return self.out(drop(torch.cat([s, context], dim=-1)))
+        x = drop(s if context is None else torch.cat([s, context], dim=-1))
+        if tokens is None:
+            return self.out(x)
+        return (self.out.weight[tokens] * x).sum(-1) + self.out.bias[tokens]
 
     def decode_step(self, y_prev: Tensor, state: State, c_prev: Tensor | None, memory: Memory,
                     control: Control | None = None, embedded: Tensor | None = None,
