@@ -164,7 +164,8 @@ def _step_starts(model: Seq2Seq, src: Tensor, out: Tensor) -> tuple["_StepStart"
     states = [memory.s0] + [step.state for step in kept[:-1]]
     contexts = [model.initial_context(1, device)] + [step.context for step in kept[:-1]]
     previous = torch.cat([torch.full((1,), SOS_ID, dtype=torch.long, device=device), out[0, :-1]])  # (T,)
-    start = _StepStart(model, memory, _stack_states(states), torch.cat(contexts), previous, out[0])
+    start = _StepStart(model, memory, _stack_states(states), torch.cat(contexts), previous, out[0],
+                       torch.cat([step.s for step in kept]))
     alpha = torch.cat([step.weights for step in kept]).float()  # (T, S) the model's own α_t
     p = torch.softmax(torch.cat([step.logits for step in kept]).float(), dim=-1)  # (T, V)
     return start, alpha, p
@@ -218,10 +219,12 @@ class _StepStart:
     rows per step."""
 
     def __init__(self, model: Seq2Seq, memory: Memory, state, context: Tensor, previous: Tensor,
-                 chosen: Tensor) -> None:
+                 chosen: Tensor, s: Tensor) -> None:
         self.model, self.memory, self.state, self.context, self.previous = model, memory, state, context, previous
         self.chosen = chosen  # (T,) y_t, the token each step chose
+        self.s = s  # (T, H) s_t as each step computed it: a replacement α_t changes only what follows it
         self.T = previous.shape[0]
+        self._memories: dict[int, Memory] = {}
 
     def probs(self, weights: Tensor | None, mask: Tensor | None = None, log: bool = False) -> Tensor:
         """ŷ_t (its log with `log`) with α_t replaced (weights) or inputs hidden (mask): (T * per, S), rows
@@ -229,12 +232,17 @@ class _StepStart:
         given = weights if weights is not None else mask
         per = given.shape[0] // self.T
         rows = torch.arange(self.T, device=given.device).repeat_interleave(per)  # the step of each row
-        state = tuple(s.index_select(1, rows) for s in self.state) if isinstance(self.state, tuple) \
-            else self.state.index_select(1, rows)
-        memory = self.memory.select(torch.zeros_like(rows))
-        step = self.model.decode_step(self.previous[rows], state, self.context[rows], memory,
-                                      Control(mask=mask, weights=weights))
-        return (torch.log_softmax if log else torch.softmax)(step.logits.float(), dim=-1)
+        if len(rows) not in self._memories:  # the one input's memory for every row (the adversary asks often)
+            self._memories[len(rows)] = self.memory.select(torch.zeros_like(rows))
+        memory = self._memories[len(rows)]
+        if weights is not None and mask is None:  # decode_step's end from its own s_t (Seq2Seq.attend)
+            _, logits = self.model.attend(self.s.index_select(0, rows), weights, memory)
+        else:
+            state = tuple(s.index_select(1, rows) for s in self.state) if isinstance(self.state, tuple) \
+                else self.state.index_select(1, rows)
+            logits = self.model.decode_step(self.previous[rows], state, self.context[rows], memory,
+                                            Control(mask=mask, weights=weights)).logits
+        return (torch.log_softmax if log else torch.softmax)(logits.float(), dim=-1)
 
 
 def js_distance(a: Tensor, b: Tensor) -> Tensor:

@@ -314,10 +314,17 @@ class Seq2Seq(nn.Module):
             weights = torch.where(pinned.unsqueeze(1), one_hot, weights)
         if control is not None and control.weights is not None:
             weights = control.weights  # (B, S): the step reads its values through this α instead
+        context, logits = self.attend(s, weights, memory, readout)
+        return Step(new_state, s, q, scores, weights, context, logits)
+
+    def attend(self, s: Tensor, weights: Tensor, memory: Memory,
+               readout: bool = True) -> tuple[Tensor, Tensor | None]:
+        """The end of a step given s_t (B, H) and α_t (B, S): c_t and step 4's logits (B, V) (None without
+        `readout`). decode_step ends here; counterfactual α (explorer/engine/attribution.py) starts here from
+        the s_t the step computed, since s_t does not depend on α_t."""
         context = torch.bmm(weights.unsqueeze(1), memory.values).squeeze(1)  # (B, D) c_t = Σ_i α_ti v_i
         # Step 4: ŷ_t = softmax(U [s_t; c_t] + b_U).
-        logits = self.readout(s, context) if readout else None  # (B, V)
-        return Step(new_state, s, q, scores, weights, context, logits)
+        return context, (self.readout(s, context) if readout else None)
 
     def forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor, teacher_forcing: float = 1.0,
                 generator: torch.Generator | None = None) -> tuple[Tensor, Tensor | None]:
