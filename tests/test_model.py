@@ -263,6 +263,29 @@ def test_control_mask_and_pin_act_on_one_decoder_step(make_random_bundle):
     torch.testing.assert_close(pinned.context[0], memory.values[0, 3])
 
 
+def test_readout_of_chosen_tokens_is_their_column_of_the_full_readout(make_random_bundle):
+    model = make_random_bundle(attention="additive", seed=5).model
+    src, lengths = batch_sources(SOURCES)
+    memory = model.encode(src, lengths)
+    step = model.decode_step(torch.full((len(SOURCES),), SOS_ID), memory.s0, model.initial_context(len(SOURCES)),
+                             memory)
+    tokens = torch.tensor([EOS_ID, 7, 11])
+    torch.testing.assert_close(model.readout(step.s, step.context, tokens),
+                               step.logits.gather(1, tokens.unsqueeze(1)).squeeze(1))
+
+
+def test_attend_from_a_steps_own_s_gives_what_the_step_gives_with_that_alpha(make_random_bundle):
+    model = make_random_bundle(attention="dot", seed=6).model
+    src, lengths = batch_sources([SOURCES[0]])
+    memory = model.encode(src, lengths)
+    y, s0, c0 = torch.tensor([SOS_ID]), memory.s0, model.initial_context(1)
+    alpha = torch.softmax(torch.arange(src.shape[1], dtype=torch.float32).unsqueeze(0), -1)
+    replaced = model.decode_step(y, s0, c0, memory, Control(weights=alpha))
+    context, logits = model.attend(model.decode_step(y, s0, c0, memory).s, alpha, memory)
+    torch.testing.assert_close(context, replaced.context)
+    torch.testing.assert_close(logits, replaced.logits)
+
+
 def test_forward_with_teacher_forcing_zero_feeds_the_models_own_guesses(make_random_bundle):
     model = make_random_bundle(attention="dot", seed=5).model
     src, lengths = batch_sources([SOURCES[1]])
