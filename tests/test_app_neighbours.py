@@ -13,7 +13,9 @@ from explorer.checkpoints import checkpoint
 from explorer.engine import neighbours
 from explorer.engine.trace import trace
 
-from test_app_explore import errors, ok, open_app, query
+from streamlit.testing.v1 import AppTest
+
+from test_app_explore import TIMEOUT, errors, ok, open_app, query
 
 
 def table(at):
@@ -45,7 +47,9 @@ def test_the_decoder_state_neighbours_are_the_nearest_and_their_links_open_them(
         assert int(params["step"]) == row["step t"]
         opened = trace(bundle, params["input"], target=params["target"])
         state = opened.decoder_states[int(params["step"]) - 1]
-        assert np.linalg.norm(state - query_state) == pytest.approx(row["distance"], rel=1e-4, abs=1e-5)
+        # the index keeps float16 copies: its distance is off by at most how far the copy is from the state
+        rounding = np.linalg.norm(state - state.astype(np.float16).astype(np.float32))
+        assert abs(np.linalg.norm(state - query_state) - row["distance"]) <= rounding + 1e-5
     # the link of the nearest opens on Explore, teacher-forced at that step
     params = dict(parse_qsl(frame["open"].iloc[0].lstrip("?")))
     there = open_app(models_dir, **params)
@@ -92,7 +96,8 @@ def test_translation_pairs_kept_in_the_checkpoint_are_searched(models_dir):
     index = neighbours.build_index(bundle)
     assert [p.source for p in index.pairs] == ["Go.", "Hi."]
     origin = neighbours.sample_pairs(bundle)[1]
-    assert "validation pairs kept in the checkpoint" in origin and "not its training pairs" in origin
+    assert origin.startswith("the 2 held-out pairs (from its validation split) its checkpoint carries, not its "
+                             "training pairs: the sentence pairs it was trained on do not ship with the app")
     found = neighbours.nearest(index, "h", index.encoder[0], 1)
     assert found[0].distance == pytest.approx(0.0, abs=1e-6)
 
@@ -102,3 +107,98 @@ def test_a_count_of_examples_in_the_training_record_is_not_a_list_of_pairs(model
     bundle.training["examples"] = 512000  # what `explorer train` records: how many examples it saw
     with pytest.raises(neighbours.ExplorerError, match="keeps no example pairs"):
         neighbours.build_index(bundle)
+
+
+@pytest.mark.parametrize("curriculum", [0, 6])
+def test_a_toy_models_training_pairs_are_regenerated_as_its_training_drew_them(curriculum):
+    """tasks.training_examples replays the trainer's own draws (its generator from the seed, its batch size, its
+    curriculum): the same pairs, in order, as Trainer.next_batch gives step by step."""
+    from explorer.data.tasks import TaskSpec, training_examples
+    from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
+    spec = TaskSpec("reverse", min_len=1, max_len=9)
+    cfg = TrainConfig(steps=20, batch_size=7, lr=1e-2, eval_every=10, eval_samples=10, seed=3,
+                      curriculum=curriculum)
+    bundle, task = new_task_bundle(spec, "replayed", seed=cfg.seed, embed=6, hidden=8, attn_dim=5)
+    trainer = Trainer(bundle, TaskData(task, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed), cfg,
+                      device="cpu")
+    drawn = []
+    for step in range(6):
+        trainer.step = step
+        drawn += [(p.src, p.tgt) for p in trainer.next_batch()]
+    replayed = training_examples(task, cfg.seed, cfg.batch_size, len(drawn), curriculum, cfg.steps)
+    assert [(tuple(bundle.src_vocab.encode(e.source)), tuple(bundle.tgt_vocab.encode(e.target)))
+            for e in replayed] == drawn
+
+
+def test_a_toy_models_index_holds_the_pairs_its_training_drew(models_dir):
+    """A copy model whose training record has its seed and batch size: the index holds the first TRAINING_PAIRS
+    pairs that training drew (thousands of pairs, tens of thousands of states), the origin the page prints says
+    so, the states are float16 copies of the states a trace recomputes; a record without them falls back to a
+    seeded sample and says that instead."""
+    from explorer.data.tasks import training_examples
+    bundle = checkpoint.load(models_dir / "copy.safetensors", name="copy")
+    assert "seeded sample" in neighbours.sample_pairs(bundle)[1]
+    bundle.training.update(seed=5, batch_size=16)
+    pairs, origin = neighbours.sample_pairs(bundle)
+    first = training_examples(bundle.task_obj, 5, 16, 20)
+    assert [p[0] for p in pairs[:20]] == ["".join(e.source) for e in first]
+    assert len(pairs) == neighbours.TRAINING_PAIRS == 2000
+    assert "first 2,000 pairs its training drew" in origin and "training seed 5 and batch size 16" in origin
+    index = neighbours.build_index(bundle)
+    assert index.encoder.dtype == index.decoder.dtype == np.float16
+    assert index.origin == origin and len(index.pairs) == neighbours.TRAINING_PAIRS
+    assert len(index.decoder) == sum(len(p.target_tokens) + 1 for p in index.pairs) > 10_000  # <eos> steps too
+    query_state = trace(bundle, "31415926").decoder_states[2]
+    for n in neighbours.nearest(index, "s", query_state, 3):
+        owner = index.pairs.index(n.pair)
+        (row,) = np.flatnonzero((index.decoder_owner == owner) & (index.decoder_step == n.position))
+        recomputed = trace(bundle, n.pair.source, target=n.pair.target).decoder_states[n.position]
+        np.testing.assert_allclose(index.decoder[row].astype(np.float32), recomputed, rtol=2e-3, atol=2e-3)
+        assert n.distance == pytest.approx(float(np.linalg.norm(index.decoder[row].astype(np.float64)
+                                                                - query_state)), abs=1e-6)
+        assert n.token == (n.pair.target_tokens + ("<eos>",))[n.position]
+
+
+FRA_PAIRS = (("Go.", "Va !"), ("Hi.", "Salut !"), ("Who are you?", "Qui êtes-vous ?"))
+
+
+def test_a_translation_model_trained_in_the_app_searches_its_own_training_pairs(models_dir):
+    """A translation model trained in this session on the user's file keeps those pairs (bundle.trained_on, never
+    saved): its index holds them and the page says so (not the held-out pairs it also carries); the index is
+    kept in the session's one slot, for that version of the model."""
+    from explorer.checkpoints.registry import SessionModels
+    from explorer.engine.bundle import TrainingSample
+    mine = checkpoint.load(models_dir / "tiny-fra.safetensors", name="my-fra")
+    mine.trained_on = TrainingSample(FRA_PAIRS, 1234, "my-pairs.tsv")
+    mine.examples = (("The man is here.", "L'homme est ici."),)  # carried: not what is searched here
+    assert checkpoint.from_bytes(checkpoint.to_bytes(mine), "again").trained_on is None, "never saved"
+    models = SessionModels()
+    models.put(mine)
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.session_state["models"] = models
+    at.query_params.update(model="my-fra", input="Hi.", nn="s1")
+    ok(at)
+    assert not errors(at)
+    said = " ".join(m.value for m in at.markdown)
+    assert "among every decoder state of 3 of the 1,234 pairs it trained on (the first of the training split of " \
+           "my-pairs.tsv, trained in this app)" in said
+    assert set(table(at)["input"]) <= {s for s, _ in FRA_PAIRS}
+    key, index, _ = at.session_state["explore_nn_index"]  # the session's one slot, for this version
+    assert key == ("my-fra", models.version("my-fra")) and [p.source for p in index.pairs] == [s for s, _ in FRA_PAIRS]
+
+
+def test_the_server_keeps_one_shipped_index_and_lets_the_old_one_go_before_the_next_build(models_dir, monkeypatch):
+    """A toy model's index is ~25 MB: the server keeps one shipped model's, drops it before building another's
+    (never two in memory at once but while one is in use) and builds a kept one only once."""
+    from explorer.app.pages import neighbours_panel
+    slot = neighbours_panel._ShippedSlot()
+    kept_while_building = []
+
+    def build(bundle, pairs=None):
+        kept_while_building.append(slot._kept)
+        return neighbours.build_index(bundle, pairs)
+    monkeypatch.setattr(neighbours_panel, "neighbours", type("Engine", (), {"build_index": staticmethod(build)}))
+    first, _ = slot.get("copy")
+    assert slot.get("copy")[0] is first
+    second, _ = slot.get("dates")
+    assert kept_while_building == [None, None] and slot._kept[:2] == ("dates", second)

@@ -187,6 +187,10 @@ def test_translation_job_from_tsv_bytes_with_epochs(tmp_path):
     assert job.state == FINISHED and job.snapshot().kind == "translation"
     assert job.config.steps == pytest.approx(2 * 28 / 8, abs=1)  # set in the job's process, from the data
     assert job.view().step == job.config.steps
+    own = job.snapshot().trained_on  # its training pairs as text, for Explore's nearest examples (never saved)
+    assert own.total == 30 - len(job.held_out) > 0  # the file's pairs less the held-out ones
+    assert own.file_name == "upload" and len(own.pairs) == len(set(own.pairs)) == 6
+    assert set(own.pairs) == {tuple(line.split("\t")) for line in rows.splitlines()}
 
 
 # --- an uploaded file is prepared in the job's process (issues 43 and 44) ------------------------------
@@ -229,6 +233,7 @@ def test_the_server_process_never_parses_or_tokenizes_an_uploaded_file(monkeypat
     more.start()
     assert more.join(60) and more.state == FINISHED, more.view().message
     assert more.snapshot().examples and more.held_out
+    assert more.snapshot().trained_on.pairs, "training further on a file: that file's pairs are searched"
 
 
 def test_an_unusable_probe_fails_the_job_with_the_reason_once_the_tokenizers_exist():

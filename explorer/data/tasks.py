@@ -333,6 +333,13 @@ class Task:
             hi = min(hi, max(lo, max_len))
         return [self._sample_sequence(rng, rng.randint(lo, hi)) for _ in range(n)]
 
+    def longest_at(self, share: float) -> int | None:
+        """The longest source a curriculum allows when it has reached `share` of the length range (None: any)."""
+        if share >= 1.0:
+            return None
+        lo, hi = self.spec.min_len, self.spec.max_len
+        return lo + round((hi - lo) * max(0.0, share))
+
     def sample_length(self, rng: random.Random, n: int, length: int) -> list[Example]:
         """n examples of exactly this source length, any length >= 1 (accuracy by length)."""
         _check_count(n)
@@ -405,6 +412,29 @@ class Task:
 def make_task(spec: TaskSpec) -> Task:
     """Build the task a spec names, raising ExplorerError if the spec is unusable."""
     return Task(spec)
+
+
+def curriculum_share(step: int, curriculum: int, steps: int) -> float:
+    """The share of the length range the training batch of 0-based `step` draws from: a curriculum ramps over its
+    first `curriculum` steps (at most half of `steps`, so a short run still trains on every length)."""
+    ramp = min(curriculum, steps // 2)
+    return min(1.0, (step + 1) / ramp) if ramp else 1.0
+
+
+def training_examples(task: Task, seed: int, batch_size: int, n: int, curriculum: int = 0,
+                      steps: int = 0) -> list[Example]:
+    """The first n examples a toy-task training run with this seed drew, in order: its generator
+    (random.Random(seed)) replayed through the same batches (explorer.training.train draws them so)."""
+    _check_count(n)
+    if batch_size < 1:
+        raise ExplorerError(f"batch_size must be at least 1, got {batch_size}")
+    rng = random.Random(seed)
+    out: list[Example] = []
+    step = 0
+    while len(out) < n:
+        out += task.sample(rng, batch_size, task.longest_at(curriculum_share(step, curriculum, steps)))
+        step += 1
+    return out[:n]
 
 
 def alignment_matrix(example_alignment: Alignment, source_len: int) -> np.ndarray:

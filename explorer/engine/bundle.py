@@ -39,6 +39,16 @@ def describe_symbol(token: str) -> str:
     return repr(token)
 
 
+@dataclass(frozen=True)
+class TrainingSample:
+    """Pairs of the user's own file a model trained on in this app, kept in memory (never saved in a checkpoint):
+    what its nearest-examples index searches."""
+
+    pairs: tuple[tuple[str, str], ...]  # (source, target) as text, the first of the training split
+    total: int  # training pairs the file gave
+    file_name: str
+
+
 @dataclass
 class ModelBundle:
     """A trained (or training) model, its vocabularies and what it was trained on."""
@@ -56,6 +66,7 @@ class ModelBundle:
     subwords: tuple[SubwordTokenizer, SubwordTokenizer] | None = None
     examples: tuple[tuple[str, str], ...] = ()  # held-out (source, target) pairs of its own data, for Explore
     saved_at: str | None = None  # when its checkpoint file was written (UTC, ISO 8601); None if never saved
+    trained_on: TrainingSample | None = None  # translation trained in this app: its own training pairs
 
     def __post_init__(self) -> None:
         if (self.task is None) == (self.languages is None):

@@ -92,7 +92,7 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int, limits: Limits 
         prepared = [(prepare_source(s, src_lang), prepare_text(t, tgt_lang)) for s, t in train_text]
         vary = Variation(augment, is_chinese(tgt_lang)) if augment else None
         resample = spelt_afresh(bundle.subwords, prepared, usual, encode, rate, max_src, max_tgt, vary)
-    data = PairData(usual, [to_pair(s, t) for s, t in valid_text], probe, resample)
+    data = PairData(usual, [to_pair(s, t) for s, t in valid_text], probe, resample, train_text)
     return data, valid_text
 
 

@@ -19,7 +19,7 @@ from typing import Callable, Protocol
 
 from explorer.checkpoints import checkpoint
 from explorer.checkpoints.registry import freeze
-from explorer.engine.bundle import ModelBundle
+from explorer.engine.bundle import ModelBundle, TrainingSample
 from explorer.errors import ExplorerError
 from explorer.training import job_process
 from explorer.training.job_records import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, EvalRecord, JobView,
@@ -103,6 +103,7 @@ class TrainingJob:
         self._probe_every = probe_every or max(1, min(50, cfg.steps // max_snapshots))
         self._train_sample = train_sample
         self.held_out: list[tuple[str, str]] = []  # translation: the validation pairs as text (for BLEU)
+        self.trained_on: TrainingSample | None = None  # translation: its training pairs as text (neighbours)
         self.notes: list[str] = []  # what preparing the data left out, one line each (recipes.translation_setup)
         self._snapshot: ModelBundle | None = None
         self._checkpoint: bytes | None = None
@@ -333,10 +334,13 @@ class TrainingJob:
     def _handle(self, message: tuple) -> tuple[str, str] | None:
         kind = message[0]
         if kind == "prepared":
-            _, data, held_out, notes, probe_text, cfg = message
+            _, data, held_out, notes, probe_text, cfg, trained_on = message
             bundle = freeze(checkpoint.from_bytes(data, self.name, source="training"))
             with self._lock:
                 self.held_out, self.notes, self._probe_text = list(held_out), list(notes), probe_text
+                if trained_on is not None:
+                    pairs, total, file_name = trained_on
+                    self.trained_on = TrainingSample(tuple((s, t) for s, t in pairs), int(total), str(file_name))
                 self._cfg = TrainConfig(**cfg)
                 self._run_end = self._run_start + self._cfg.steps
                 self._checkpoint, self._message = data, ""
@@ -380,6 +384,7 @@ class TrainingJob:
 
     def _set_snapshot(self, bundle: ModelBundle) -> None:
         with self._lock:
+            bundle.trained_on = self.trained_on
             self._snapshot = bundle
         if self.publish is not None:
             try:

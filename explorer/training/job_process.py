@@ -88,6 +88,16 @@ def training_pairs(data: Any) -> int:
     return len(getattr(data, "train_pairs", ()))
 
 
+def trained_on(data: Any, file_name: str) -> tuple[list[tuple[str, str]], int, str] | None:
+    """The first TRAINING_PAIRS distinct training pairs of a translation job's file as text, how many it has
+    and the file's name: the app indexes the trained model's states of them (a toy task's are replayed instead)."""
+    from explorer.engine.neighbours import TRAINING_PAIRS
+    texts = getattr(data, "texts", None)
+    if not texts:
+        return None
+    return list(dict.fromkeys(texts))[:TRAINING_PAIRS], len(texts), file_name
+
+
 def automatic_length(cfg: Any, pairs: int, max_steps: int) -> Any:
     """`cfg` with the CLI's data-sized run: steps, evaluation interval and plateau stop (explorer/defaults.py)."""
     from explorer.training.recipes import translation_run
@@ -188,7 +198,7 @@ def _train(order: Order, stop: threading.Event, send) -> None:
         if order.probe is not None:
             bundle.prepare(order.probe)  # an unusable probe is refused with the reason
         send(("prepared", checkpoint.to_bytes(bundle), held_out, notes, order.probe or built.probe_text(),
-              asdict(cfg)))
+              asdict(cfg), trained_on(built, order.recipe.file_name)))
     if order.recipe.spec is not None:
         cfg = task_config(cfg, built)
         built = TaskData(built, bundle.src_vocab, bundle.tgt_vocab, cfg.eval_samples, cfg.seed)

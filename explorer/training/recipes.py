@@ -179,8 +179,9 @@ def translation_setup(path: str | Path | bytes, name: str, model_options: dict[s
     probe = next((s for s, _t in train_text if 6 <= len(s.split()) <= 9), None) or default_probe(train_text)
     usual = [pair for _, pair in kept]
     vary = Variation(augment, is_chinese(tgt_lang)) if augment else None
-    data = PairData(usual, valid_tok, probe, spelt_afresh((src_sub, tgt_sub), [text for text, _ in kept], usual,
-                                                          to_pair, subword_dropout, max_tokens, max_tokens, vary))
+    texts = [text for text, _ in kept]
+    data = PairData(usual, valid_tok, probe, spelt_afresh((src_sub, tgt_sub), texts, usual, to_pair, subword_dropout,
+                                                          max_tokens, max_tokens, vary), texts)
     bundle.examples = pick_examples(bundle, valid_kept)
     return bundle, data, valid_kept
 

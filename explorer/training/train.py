@@ -27,7 +27,7 @@ from explorer.engine.model import ModelConfig, Seq2Seq
 from explorer.engine.seeding import SEED_LOCK, seeded_model
 from explorer.training.training_forward import TrainingForward
 from explorer.training.optim import Adam
-from explorer.data.tasks import Task, TaskSpec, argmax_hits, make_task
+from explorer.data.tasks import Task, TaskSpec, argmax_hits, curriculum_share, make_task
 from explorer.data.vocab import EOS_ID, PAD_ID, SOS_ID, Vocab
 
 
@@ -105,12 +105,9 @@ class TaskData:
         return Pair(tuple(self.src_vocab.encode(e.source)), tuple(self.tgt_vocab.encode(e.target)), e.alignment)
 
     def batch(self, rng: random.Random, n: int, share: float = 1.0) -> list[Pair]:
-        """n fresh pairs; `share` < 1 (a curriculum) draws lengths from that first share of the length range."""
-        longest = None
-        if share < 1.0:
-            lo, hi = self.task.spec.min_len, self.task.spec.max_len
-            longest = lo + round((hi - lo) * max(0.0, share))
-        return [self._pair(e) for e in self.task.sample(rng, n, longest)]
+        """n fresh pairs; `share` < 1 (a curriculum) draws lengths from that first share of the length range
+        (tasks.training_examples replays these draws)."""
+        return [self._pair(e) for e in self.task.sample(rng, n, self.task.longest_at(share))]
 
     def validation(self) -> list[Pair]:
         return self._valid
@@ -135,13 +132,16 @@ class PairData:
     POOL_BATCHES = 50
 
     def __init__(self, train: Sequence[Pair], valid: Sequence[Pair], probe: str,
-                 resample: Callable[[int, random.Random], Pair] | None = None) -> None:
+                 resample: Callable[[int, random.Random], Pair] | None = None,
+                 texts: Sequence[tuple[str, str]] = ()) -> None:
         """`resample(i, rng)`, if given, encodes training pair i afresh each time it is drawn (subword
         dropout: a new spelling of the same sentences every epoch) from the trainer's generator, so every
-        rank draws the same pairs; without it the pairs given are used as they are."""
+        rank draws the same pairs; without it the pairs given are used as they are. `texts`: the training pairs
+        as text, in the same order (what the app's nearest-examples index of the trained model searches)."""
         if not train:
             raise ExplorerError("no training pairs")
         self._train, self._valid, self._probe = list(train), list(valid) or list(train[:200]), probe
+        self.texts = list(texts)
         self._resample = resample
         self._order: list[int] = []
         self._ready: list[list[Pair]] = []
@@ -618,8 +618,7 @@ class Trainer:
     def _draw(self, step: int) -> list[Pair]:
         """A batch for 0-based `step`: with a curriculum, inputs no longer than its ramp allows by then (the
         ramp takes at most half the configured steps, so a short run still trains on every length)."""
-        ramp = min(self.cfg.curriculum, self.cfg.steps // 2)
-        share = min(1.0, (step + 1) / ramp) if ramp else 1.0
+        share = curriculum_share(step, self.cfg.curriculum, self.cfg.steps)
         return self.data.batch(self.rng, self.cfg.batch_size, share)
 
     def close(self) -> None:

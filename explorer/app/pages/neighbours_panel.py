@@ -1,13 +1,17 @@
 """Explore's neighbour view: for one encoder state hᵢ or decoder state sₜ of the trace on screen, the k
-nearest states among the model's own example pairs, each with a link that opens it on Explore.
+nearest states among the model's own example pairs (a toy model's: the first 2,000 pairs its training drew),
+each with a link that opens it on Explore.
 
-The index (explorer.engine.neighbours) is built once per shipped model per server (st.cache_resource) and once
-per session model version. The query lives in the URL: `nn=h3` (encoder state h₃) or `nn=s5` (decoder
+The index (explorer.engine.neighbours) is built on the view's first use: the shipped models' in one
+server-wide slot (one kept: a toy model's is ~25 MB and the server has a memory budget, so opening another
+shipped model's view builds that one in a few seconds), a session model's in one slot of its session (its
+latest version). The query lives in the URL: `nn=h3` (encoder state h₃) or `nn=s5` (decoder
 state s₅), `nnk=5` neighbours. Session-state keys start with `explore_nn`.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from urllib.parse import urlencode
 
@@ -26,23 +30,46 @@ K = "explore_nn_"
 MAX_K = 20
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
-def _shipped_index(name: str) -> tuple[neighbours.NeighbourIndex, float]:
-    started = time.perf_counter()
-    index = neighbours.build_index(common.shipped_model(name))
-    return index, time.perf_counter() - started
+class _ShippedSlot:
+    """The one shipped model's index the server keeps: the old one is let go before the next is built, and one
+    build runs at a time (a toy model's index is ~25 MB and its build needs about as much again: the server has a
+    memory budget)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: tuple[str, neighbours.NeighbourIndex, float] | None = None
+
+    def get(self, name: str) -> tuple[neighbours.NeighbourIndex, float]:
+        with self._lock:
+            if self._kept is not None and self._kept[0] == name:
+                return self._kept[1], self._kept[2]
+            self._kept = None
+            started = time.perf_counter()
+            index = neighbours.build_index(common.shipped_model(name))
+            self._kept = (name, index, time.perf_counter() - started)
+            return index, self._kept[2]
+
+
+@st.cache_resource(show_spinner=False)
+def _shipped_slot() -> _ShippedSlot:
+    return _ShippedSlot()
 
 
 def index_for(name: str) -> tuple[neighbours.NeighbourIndex, float]:
-    """The model's index and the seconds it took to build (once: shared for shipped models)."""
+    """The model's index and the seconds it took to build: shared for a shipped model, and one per session for
+    a session's own model (its latest version opened here; an older one's index is let go)."""
     if common.session_models().get(name) is None and name in common.shipped_model_names():
-        return _shipped_index(name)
-
-    def build() -> tuple[neighbours.NeighbourIndex, float]:
-        started = time.perf_counter()
-        index = neighbours.build_index(common.get_model(name))
-        return index, time.perf_counter() - started
-    return common.cached(("neighbours", common.model_key(name)), build)
+        return _shipped_slot().get(name)
+    key = common.model_key(name)
+    kept = st.session_state.get(K + "index")
+    if kept is not None and kept[0] == key:
+        return kept[1], kept[2]
+    st.session_state.pop(K + "index", None)  # the old one goes before the new one is built
+    started = time.perf_counter()
+    index = neighbours.build_index(common.get_model(name))
+    seconds = time.perf_counter() - started
+    st.session_state[K + "index"] = (key, index, seconds)
+    return index, seconds
 
 
 def _from_url() -> None:
@@ -118,7 +145,8 @@ def _panel(model: str, tr: Trace, step: int) -> None:
     k = int(st.session_state[K + "k"])
     _to_url(kind, at, k)
     try:
-        index, seconds = index_for(model)
+        with st.spinner("Finding the states of the model's examples…"):
+            index, seconds = index_for(model)
     except ExplorerError as exc:
         st.info(str(exc), icon=":material/info:")
         return
@@ -134,9 +162,10 @@ def _panel(model: str, tr: Trace, step: int) -> None:
                  column_config={"distance": st.column_config.NumberColumn("distance ‖·‖₂", format="%.4f"),
                                 "open": st.column_config.LinkColumn("open on Explore", display_text="open")})
     rows = len(index.encoder if kind == "h" else index.decoder)
-    st.caption(f"Euclidean distance over {rows:,} states ({index.nbytes / 1e6:.1f} MB, built once in "
-               f"{seconds:.2f} s); this search {search_ms:.2f} ms. Decoder states are teacher-forced on each "
-               "example's target, as Explore's teacher-forced mode shows them: the link opens that very state.")
+    st.caption(f"Exact Euclidean distance over {rows:,} states of {len(index.pairs):,} pairs "
+               f"({index.nbytes / 1e6:.1f} MB, built in {seconds:.2f} s); this search {search_ms:.2f} ms. Decoder "
+               "states are teacher-forced on each example's target, as Explore's teacher-forced mode shows them: "
+               "the link opens that very state.")
 
 
 def neighbours_frame(model: str, found: list[neighbours.Neighbour], kind: str) -> pd.DataFrame:
