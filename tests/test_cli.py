@@ -503,7 +503,7 @@ def test_output_cut_short_by_its_reader_is_not_an_error():
     BrokenPipeError before its own handler could."""
     proc = subprocess.Popen([sys.executable, "-m", "explorer", "translate", "--checkpoint", "reverse"], cwd=REPO,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    proc.stdin.write(b"1234\n" * 20_000)
+    proc.stdin.write(b"1234\n" * 1_000)  # 5 kB: fits the pipe, so the reader goes away while lines are left
     proc.stdin.close()
     assert proc.stdout.readline() == b"4321\n"
     proc.stdout.close()  # the reader goes away after its first line, as `head -1` does
