@@ -18,6 +18,7 @@ from explorer.engine.attribution import baseline_embedding, explain, js_distance
 from explorer.engine.decoding import decode
 from explorer.engine.model import Control
 from explorer.engine.trace import Intervention, erasure_masks, trace
+from tests.conftest import random_bundle_for
 
 SHIPPED = set(checkpoint.pretrained_names())
 needs = lambda *names: pytest.mark.skipif(not set(names) <= SHIPPED,  # noqa: E731
@@ -250,6 +251,49 @@ def test_every_architecture_gets_attributions(random_bundle):
         with pytest.raises(ValueError, match="read-only"):
             e.attributions.scores[method][0, 0] = 1.0
     assert (e.counterfactuals is None) == (bundle.model.cfg.attention == "none")
+
+
+def test_the_path_s_gradients_are_captums_per_row_gradients(random_bundle):
+    """The gradient function integrated gradients gets (one forward per path point, a batched backward for its
+    steps) returns for every row of the path what Captum's own compute_gradients does (one forward per row), on
+    every cell and score function; a batch not laid out as the path goes to Captum's own."""
+    from captum._utils.gradient import compute_gradients
+    from explorer.engine.attribution import _chosen_score, _path_gradients
+    bundle = random_bundle
+    prepared = bundle.prepare("1234")
+    src = torch.tensor([prepared.ids])
+    out = torch.tensor([trace(bundle, prepared).output_ids.tolist()])
+    T = out.shape[1]
+    forward = _chosen_score(bundle.model, src, out)
+    with torch.no_grad():
+        x = bundle.model.encoder.embed(src)
+    path = (x * torch.tensor([0.1, 0.5, 0.9]).view(-1, 1, 1)).repeat_interleave(T, 0)  # 3 points, T rows each
+    for steps in (torch.arange(T).repeat(3), torch.arange(T).flip(0).repeat(3)):
+        theirs = compute_gradients(forward, (path.clone().requires_grad_(),), None, (steps,))[0]
+        ours = _path_gradients(bundle.model, src, out)(forward, (path.clone().requires_grad_(),), None, (steps,))[0]
+        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-6)
+        assert theirs.abs().sum() > 0
+
+
+def test_the_score_explained_at_each_step_is_the_one_the_trace_computed(random_bundle):
+    """What the gradient methods differentiate at step t is p(y_t | x, y_<t) as the trace computed it, at every
+    step: also after an untrained model wrote <pad> (id 0) as a token, which the prefix was cut at before (the
+    rows after it were read out at an earlier step)."""
+    from explorer.engine.attribution import _chosen_score
+    from explorer.data.vocab import PAD_ID
+    bundle = random_bundle_for("gru", "dot", 1, True)  # its greedy output: 9 then <pad> four times
+    for model_bundle in (bundle, random_bundle):
+        prepared = model_bundle.prepare("1234")
+        tr = trace(model_bundle, prepared)
+        src = torch.tensor([prepared.ids])
+        T = tr.steps
+        with torch.no_grad():
+            x = model_bundle.model.encoder.embed(src).expand(T, -1, -1)
+            got = _chosen_score(model_bundle.model, src, torch.tensor([tr.output_ids.tolist()]), "probability")(
+                x, torch.arange(T))
+        expected = tr.probs[np.arange(T), tr.output_ids]
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-7)
+    assert PAD_ID in trace(bundle, bundle.prepare("1234")).output_ids[1:].tolist()
 
 
 @needs("reverse", "reverse-none")

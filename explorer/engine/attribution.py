@@ -17,12 +17,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from explorer.data.vocab import PAD_ID, SOS_ID, SPECIALS
+from explorer.data.vocab import SOS_ID, SPECIALS
 from explorer.engine.bundle import ModelBundle, Prepared
 from explorer.engine.decoding import decode
 from explorer.engine.devices import model_device
 from explorer.engine.model import Control, Memory, Seq2Seq
-from explorer.engine.teacher_forced import by_target_length, stepwise
+from explorer.engine.teacher_forced import stepwise
 from explorer.engine.trace import erasure_masks, trace
 from explorer.errors import ExplorerError
 from explorer.faithfulness import (COUNTERFACTUALS, EPSILON, IG_STEPS, IG_TARGET, SEED, Attributions,
@@ -73,32 +73,63 @@ def explain(bundle: ModelBundle, source: str | Prepared, tr: Trace | None = None
 
 def _chosen_score(model: Seq2Seq, src: Tensor, out: Tensor, target: str = IG_TARGET):
     """f(x, t) -> y_t's logit (N,) (`target` "probability": p(y_t | x, y_<t), "log_probability": its log) for
-    input embeddings x (N, S, E) of this one input and the step t (N,) each row explains: Seq2Seq.encode given
-    the embeddings, then the teacher-forced decoder (training's batched steps through decode_step) up to that
-    row's step, read out there alone (nothing later reaches y_t)."""
+    input embeddings x (N, S, E) of this one input and the step t (N,) each row explains."""
+    every = _every_step(model, src, out, target)
+
+    def forward(x: Tensor, step: Tensor) -> Tensor:
+        return every(x).gather(1, step.unsqueeze(1)).squeeze(1)
+    return forward
+
+
+def _every_step(model: Seq2Seq, src: Tensor, out: Tensor, target: str = IG_TARGET):
+    """u (P, S, E) -> (P, T): y_t's score at every step t for input embeddings u of this one input:
+    Seq2Seq.encode given the embeddings, then the teacher-forced decoder (training's batched steps through
+    decode_step) fed y_<t as decoded, read out at every step (the decoder is causal: nothing later reaches y_t)."""
     S, T = src.shape[1], out.shape[1]
     prefix = torch.cat([torch.full((1, 1), SOS_ID, dtype=torch.long, device=src.device), out[:, :-1]], dim=1)
 
-    def forward(x: Tensor, step: Tensor) -> Tensor:
-        n = x.shape[0]
-        lengths = torch.full((n,), S, dtype=torch.long, device=x.device)
-        memory = model.encode(src.expand(n, -1), lengths, embedded=x)
-        # Row r feeds <sos>, y_1 .. y_{t_r - 1} and stops: padding after its step ends it (by_target_length).
-        feed = prefix.expand(n, -1).masked_fill(torch.arange(T, device=x.device) > step.unsqueeze(1), PAD_ID)
-        batch = by_target_length(memory, feed)
-        top, context, _ = stepwise(model, batch.memory, batch.tgt_in, batch.running)  # (N_all, ·) step-major
-        offsets = torch.tensor([0] + batch.running[:-1], device=x.device).cumsum(0)  # each step's first row
-        last = (batch.tgt_in != PAD_ID).sum(1) - 1  # (n,) each sorted row's own step
-        at = offsets[last] + torch.arange(n, device=x.device)
-        chosen = out[0, last]
+    def every_step(u: Tensor) -> Tensor:
+        P = u.shape[0]
+        memory = model.encode(src.expand(P, -1), torch.full((P,), S, dtype=torch.long, device=u.device),
+                              embedded=u)
+        top, context, _ = stepwise(model, memory, prefix.expand(P, -1).contiguous(), [P] * T)  # step-major
+        tokens = out[0].repeat_interleave(P)  # step t's P rows read y_t
         if target == "logit":  # y_t's row of the readout alone
-            p = model.readout(top[at], None if context is None else context[at], chosen).float()  # (n,) sorted
+            scores = model.readout(top, context, tokens).float()
         else:
-            logits = model.readout(top[at], None if context is None else context[at]).float()  # (n, V) sorted
-            scores = torch.log_softmax(logits, -1) if target == "log_probability" else torch.softmax(logits, -1)
-            p = scores.gather(1, chosen.unsqueeze(1)).squeeze(1)
-        return p if batch.back is None else p.index_select(0, batch.back)
-    return forward
+            logits = model.readout(top, context).float()
+            chosen = torch.log_softmax(logits, -1) if target == "log_probability" else torch.softmax(logits, -1)
+            scores = chosen.gather(1, tokens.unsqueeze(1)).squeeze(1)
+        return scores.view(T, P).t()
+    return every_step
+
+
+def _path_gradients(model: Seq2Seq, src: Tensor, out: Tensor):
+    """Captum's gradient function for integrated gradients' path (IntegratedGradients.gradient_func): the
+    per-row gradients of `_chosen_score`, as captum's own `compute_gradients` gives them, from one forward per
+    path point instead of one per row: the T rows of a point share their input (one row per step explained), so
+    one pass gives every step's y_t score, and a batched backward (one cotangent per step) each row's gradient.
+    Any other batch goes to Captum's own."""
+    from captum._utils.gradient import compute_gradients
+    T = out.shape[1]
+    every = _every_step(model, src, out)
+
+    def gradient_func(forward_fn, inputs, target_ind=None, additional_forward_args=None):
+        x = inputs[0] if isinstance(inputs, tuple) else inputs
+        args = additional_forward_args if isinstance(additional_forward_args, tuple) else (additional_forward_args,)
+        P = x.shape[0] // T
+        shared = (target_ind is None and len(args) == 1 and isinstance(inputs, tuple) and len(inputs) == 1
+                  and x.shape[0] == P * T and torch.equal(args[0], torch.arange(T, device=x.device).repeat(P)))
+        points = x.detach().view(P, T, *x.shape[1:]) if shared else None
+        if not shared or not torch.equal(points, points[:, :1].expand_as(points)):
+            return compute_gradients(forward_fn, inputs, target_ind, additional_forward_args)
+        u = points[:, 0].clone().requires_grad_()
+        with torch.enable_grad():
+            scores = every(u)  # (P, T)
+            ones = torch.eye(T, dtype=scores.dtype, device=scores.device).unsqueeze(1).expand(T, P, T)
+            grads = torch.autograd.grad(scores, u, grad_outputs=ones, is_grads_batched=True)[0]  # (T, P, S, E)
+        return (grads.transpose(0, 1).reshape_as(x),)
+    return gradient_func
 
 
 def baseline_embedding(model: Seq2Seq) -> Tensor:
@@ -125,7 +156,9 @@ def _gradients(model: Seq2Seq, src: Tensor, out: Tensor,
     steps = torch.arange(T, device=x.device)
     with torch.enable_grad():
         grad_x_input = InputXGradient(forward).attribute(x.clone().requires_grad_(), additional_forward_args=steps)
-        ig, delta = IntegratedGradients(forward).attribute(
+        integrated = IntegratedGradients(forward)
+        integrated.gradient_func = _path_gradients(model, src, out)
+        ig, delta = integrated.attribute(
             x, baselines=baseline, additional_forward_args=steps, n_steps=ig_steps, return_convergence_delta=True,
             internal_batch_size=max(T, ROWS_PER_PASS))
     ig = ig.detach().double()
