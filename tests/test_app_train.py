@@ -71,6 +71,27 @@ def job(at: AppTest) -> jobs.TrainingJob:
     return at.session_state["train_job"]
 
 
+def kill_between_evaluations(running: jobs.TrainingJob, timeout: float = 60.0) -> None:
+    """SIGKILL the training process at a moment when it has trained steps since its last evaluation.
+
+    The process is paused first and its messages drained, so the step the job reports is the step it dies at:
+    a kill that landed right after an evaluation (nothing lost, so no note) cannot pass for one that lost steps."""
+    import signal
+    deadline = time.monotonic() + timeout
+    while True:
+        assert time.monotonic() < deadline, "timed out waiting for steps after an evaluation"
+        os.kill(running.pid, signal.SIGSTOP)
+        seen = (-1, -1)
+        while seen != (running.step, len(running.view().evals)):  # the reader has everything the process sent
+            seen = (running.step, len(running.view().evals))
+            time.sleep(0.3)
+        if running.view().evals and running.step > running.view().evals[-1].step:
+            os.kill(running.pid, signal.SIGKILL)
+            return
+        os.kill(running.pid, signal.SIGCONT)
+        time.sleep(0.05)
+
+
 def prepared(at: AppTest) -> jobs.TrainingJob:
     """The session's job once its process has prepared the data (a translation job's first message)."""
     run_until(at, lambda: not job(at).view().preparing)
@@ -165,12 +186,11 @@ def test_stop_mid_run_keeps_the_model_and_continue_trains_on_with_a_new_lr():
 
 
 def test_continue_after_the_training_process_was_killed_says_where_it_goes_on_from():
-    import signal
     at = train_page()
     set_tiny(at, steps=50_000)
     at.button(key="train_start").click().run()
-    run_until(at, lambda: len(job(at).view().evals) >= 1 and job(at).step % job(at).config.eval_every >= 2)
-    os.kill(job(at).pid, signal.SIGKILL)
+    run_until(at, lambda: len(job(at).view().evals) >= 1)
+    kill_between_evaluations(job(at))
     run_until(at, lambda: job(at).state != jobs.RUNNING)
     assert any(e.value == "Training failed: the training process was killed (SIGKILL)" for e in at.error)
     killed_at, saved = job(at).step, job(at).view().evals[-1].step
