@@ -679,7 +679,7 @@ def test_uploads_read_in_the_server_stay_within_their_byte_budget_and_are_read_o
         for _ in range(2):  # a rerun of the page asks again
             kept, before = key in cache._data, len(reads)
             try:
-                assert cache.get(data, "f.tsv", what, read, peak, kept_size) == ("read", data)
+                assert cache.get(key[0], "f.tsv", what, read, peak, kept_size) == ("read", data)
             except ExplorerError as exc:
                 assert refused or peak > budget, exc
             assert cache.used <= cache.max_bytes

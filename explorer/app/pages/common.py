@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -96,7 +95,7 @@ class _ParsedUploads:
         """Hold an uploaded file's bytes (their sha256 returned), within the budget; ExplorerError when they
         cannot fit."""
         digest = hashlib.sha256(data).hexdigest()
-        self.get(data, name, "bytes", lambda: data, peak=len(data))
+        self.get(digest, name, "bytes", lambda: data, peak=len(data))
         with self._lock:
             if (digest, name, "bytes") not in self._data:
                 raise ExplorerError(f"{name} ({len(data) / 1e6:,.1f} MB) does not fit in the "
@@ -112,11 +111,11 @@ class _ParsedUploads:
                 return entry[0]
         raise ExplorerError(f"the server no longer holds {name} (room was made for newer uploads): upload it again")
 
-    def get(self, data: bytes, name: str, what: str, read, peak: int, size: int | None = None) -> Any:
-        """`read()`'s result (or its ExplorerError, raised) for this file's bytes, name and `what` was read: room
-        is made for the `peak` bytes reading takes before it starts, and the result kept at `size` (default
-        `peak`) bytes when it fits."""
-        key = (hashlib.sha256(data).hexdigest(), name, what)
+    def get(self, digest: str, name: str, what: str, read, peak: int, size: int | None = None) -> Any:
+        """`read()`'s result (or its ExplorerError, raised) for the file of this sha256 and name and `what` was
+        read: room is made for the `peak` bytes reading takes before it starts, and the result kept at `size`
+        (default `peak`) bytes when it fits."""
+        key = (digest, name, what)
         with self._lock:  # one read at a time: concurrent uploads do not stack their peaks either
             if key in self._data:
                 self._data.move_to_end(key)
@@ -221,22 +220,22 @@ def literal(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()#+\-.!<>|~$:])", r"\\\1", text)
 
 
-def checked_tsv(upload) -> Any:
+def checked_tsv(upload: KeptUpload) -> Any:
     """The Train page's check of an uploaded TSV (corpus.FileCheck: pairs counted, skipped lines said;
     ExplorerError when it holds no pairs): read one line at a time, no pair kept, once per server."""
     from explorer.data.corpus import check_tsv_bytes
     data = upload.getvalue()
-    return parsed_uploads().get(data, upload.name, "check",
+    return parsed_uploads().get(upload.file_id, upload.name, "check",
                                 lambda: check_tsv_bytes(data, upload.name, LIMITS.max_tsv_bytes),
                                 peak=len(data), size=_CHECK_BYTES)  # its peak: the longest line, at most the file
 
 
-def uploaded_pairs(upload) -> tuple[tuple[str, str], ...]:
+def uploaded_pairs(upload: KeptUpload) -> tuple[tuple[str, str], ...]:
     """An uploaded TSV's pairs (ExplorerError when it holds none), parsed once per server and kept within the
     shared budget at limits.PARSED_TSV_FACTOR times the file's size (Compare scores models on them)."""
     from explorer.data.corpus import load_tsv_bytes
     data = upload.getvalue()
-    return parsed_uploads().get(data, upload.name, "pairs",
+    return parsed_uploads().get(upload.file_id, upload.name, "pairs",
                                 lambda: load_tsv_bytes(data, upload.name, LIMITS.max_tsv_bytes).pairs,
                                 peak=PARSED_TSV_FACTOR * len(data))
 
