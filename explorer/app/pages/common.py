@@ -210,9 +210,8 @@ def kept_upload_line(key: str, what: str, refused: str = "This file cannot be us
     kept = ss.get(key)
     if kept is None:
         return
-    text, button = st.columns([4, 1], vertical_alignment="center")
-    text.markdown(f"{what}: **{literal(kept.name)}** ({kept.size / 1e6:,.2f} MB)")
-    button.button("Remove", key=f"{key}_remove", on_click=lambda: ss.update({key: None}))
+    st.markdown(f"{what}: **{literal(kept.name)}** ({kept.size / 1e6:,.2f} MB)")
+    st.button("Remove", key=f"{key}_remove", on_click=lambda: ss.update({key: None}))  # below: boxes are narrow
 
 
 def literal(text: str) -> str:
