@@ -275,6 +275,42 @@ def test_the_path_s_gradients_are_captums_per_row_gradients(random_bundle):
         assert theirs.abs().sum() > 0
 
 
+def test_the_adversarys_search_reads_the_outputs_decode_step_gives(random_attention_bundle):
+    """The adversary searches with ŷ_t from the logits each input alone gives (step 4 is affine in c_t): for
+    random α̃ on every attending cell and score function, the same distributions as decode_step with
+    Control(weights=α̃), and the model's own α_t is how the search knows it may use them."""
+    from explorer.engine.attribution import _MixedReadout, _step_starts
+    bundle = random_attention_bundle
+    prepared = bundle.prepare("1234")
+    src = torch.tensor([prepared.ids])
+    out = torch.tensor([trace(bundle, prepared).output_ids.tolist()])
+    start, alpha, p = _step_starts(bundle.model, src, out)
+    mixed = _MixedReadout(start, alpha, p)
+    assert mixed.exact
+    weights = torch.softmax(torch.randn(start.T, 5, src.shape[1], generator=torch.Generator().manual_seed(0)), -1)
+    with torch.no_grad():
+        decoded = start.probs(weights.reshape(-1, src.shape[1])).view(start.T, 5, -1)
+    torch.testing.assert_close(mixed.probs(weights), decoded, rtol=1e-5, atol=1e-6)
+
+
+def test_a_step_4_the_mixture_does_not_reproduce_is_searched_through_decode_step(make_random_bundle, monkeypatch):
+    """Were step 4 not affine in c_t (here a tanh around it), the search falls back to decode_step itself."""
+    from explorer.engine.attribution import _MixedReadout, _step_starts
+    bundle = make_random_bundle("gru", "additive")
+    affine = bundle.model.readout
+    monkeypatch.setattr(bundle.model, "readout", lambda s, c, tokens=None: torch.tanh(affine(s, c, tokens)) * 9)
+    prepared = bundle.prepare("1234")
+    src = torch.tensor([prepared.ids])
+    out = torch.tensor([trace(bundle, prepared).output_ids.tolist()])
+    start, alpha, p = _step_starts(bundle.model, src, out)
+    mixed = _MixedReadout(start, alpha, p)
+    assert not mixed.exact
+    weights = torch.full((start.T, 2, src.shape[1]), 1 / src.shape[1])
+    with torch.no_grad():
+        torch.testing.assert_close(mixed.probs(weights), start.probs(weights.reshape(-1, src.shape[1])).view(
+            start.T, 2, -1))
+
+
 def test_the_score_explained_at_each_step_is_the_one_the_trace_computed(random_bundle):
     """What the gradient methods differentiate at step t is p(y_t | x, y_<t) as the trace computed it, at every
     step: also after an untrained model wrote <pad> (id 0) as a token, which the prefix was cut at before (the
