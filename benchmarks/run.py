@@ -22,6 +22,10 @@ Sections (each runs in its own child process, one after the other, never in para
 - ``precision``  training steps of the eng-fra recipe's model (GRU 512, 4,000 pieces a language, batch 128, random
                  pieces of eng-fra's lengths) in float32 and in bfloat16 mixed precision (``train --bf16``), one
                  process, the same batches, alternating rounds; medians. Not in the default set (a few minutes).
+- ``process``    ``python -m explorer train --task reverse --min-len 5 --max-len 15 --target-accuracy 0.99`` timed
+                 as a whole process (start-up, training, evaluations, the stop's confirmation, saving), rounds
+                 alternating with ``python -c "import torch"`` (the floor any command that trains pays), with
+                 the trainer's own clock from the command's JSON; medians. Not in the default set.
 - ``trace``      a full trace of a 30-token input against a plain greedy decode of it (``greedy_batch``),
                  shipped ``reverse`` model (or a fresh one of the same configuration), interleaved; medians.
 - ``neighbours`` the nearest-examples index (``explorer.engine.neighbours``) of every checkpoint in the models folder:
@@ -707,6 +711,34 @@ def ratio_text(ref: float, ours: float, ref_budget: float | None = None) -> str:
     return f"{ref / ours:.1f}×"
 
 
+PROCESS_COMMAND = ["-m", "explorer", "train", "--task", "reverse", "--min-len", "5", "--max-len", "15",
+                   "--target-accuracy", "0.99"]
+
+
+def process_section(rounds: int) -> dict:
+    """The train command as a user runs it, in a fresh process each round, against importing torch alone."""
+    import shutil
+    walls, floors, trainer, steps = [], [], [], []
+    folder = Path(tempfile.mkdtemp(prefix="process-bench-"))
+    try:
+        for r in range(rounds):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "import torch"], check=True)
+            floors.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, *PROCESS_COMMAND, "--out", str(folder / f"r{r}.pt")],
+                                  check=True, capture_output=True, text=True, cwd=ROOT)
+            walls.append(time.perf_counter() - started)
+            report = json.loads(done.stdout.strip().splitlines()[-1])
+            trainer.append(report["seconds"])
+            steps.append(report["steps"])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return {"command": "python " + " ".join(PROCESS_COMMAND), "wall_s": walls, "import_torch_s": floors,
+            "trainer_s": trainer, "steps": steps, "wall_median_s": median(walls),
+            "import_torch_median_s": median(floors), "trainer_median_s": median(trainer)}
+
+
 def run_all(args: argparse.Namespace) -> dict:
     quick = args.quick
     seeds = list(range(args.seeds if args.seeds else (1 if quick else 3)))
@@ -766,6 +798,10 @@ def run_all(args: argparse.Namespace) -> dict:
         res["ddp"] = spawn("ddp", {**base, "processes": max(2, processes), "batches": 10 if quick else 20,
                                    "rounds": 2 if quick else 5}, 900)
         log(f"  -> {res['ddp'].get('median', res['ddp'])}")
+    if "process" in sections:
+        log("process: the train command as a whole, against importing torch")
+        res["process"] = process_section(2 if quick else 5)
+        log(f"  -> {res['process']['wall_median_s']:.2f} s")
     if "precision" in sections:
         log("precision: float32 against bfloat16 at eng-fra's sizes")
         res["precision"] = spawn("precision", {**base, "batch_size": 128, "batches": 3 if quick else 6,
@@ -912,6 +948,12 @@ def table(out: dict) -> str:
                      both(a["input_ms"] <= 300, a["input_cpu_ms"] <= 300)))
     elif "app" in res:
         rows.append(("App (AppTest)", "", res["app"]["error"][:80], "", "", "", "error"))
+    if "process" in res:
+        pr = res["process"]
+        rows.append(("Whole process: `" + pr["command"] + "`", "≤ 8 s",
+                     f"{pr['wall_median_s']:.1f} s (trainer's clock {pr['trainer_median_s']:.1f} s)",
+                     f"import torch alone {pr['import_torch_median_s']:.1f} s", "", "",
+                     verdict(pr["wall_median_s"] <= 8) + " (wall)"))
     if "coldstart" in res and "error" not in res["coldstart"]:
         c = res["coldstart"]
         runs = c.get("first_render_runs_s", [c["first_render_s"]])
@@ -998,7 +1040,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=None,
                     help="training processes for ours (default: what `explorer train` picks; with 2, ours also "
                          "races in 1, like the reference)")
-    ap.add_argument("--only", nargs="+", choices=["train", "long", "throughput", "ddp", "precision", "trace", "neighbours", "app",
+    ap.add_argument("--only", nargs="+", choices=["train", "long", "throughput", "ddp", "precision", "process", "trace", "neighbours", "app",
                                                  "coldstart"])
     ap.add_argument("--table", metavar="JSON", help="print the table of an earlier run's --json file and exit")
     ap.add_argument("--worker", help=argparse.SUPPRESS)

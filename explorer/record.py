@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import pandas as pd
 
 from explorer.data.subwords import MARK, pieces_text
 from explorer.data.tasks import alignment_hits
 from explorer.faithfulness import Explanation, explanation_json_dict, json_ready, step_frame_columns
 
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The query-string parameters of a what-if (explorer/app/views.py's intervention_query reads and writes them).
 INTERVENTION_URL_KEYS: tuple[str, ...] = ("temp", "mask", "pin", "force")
@@ -200,6 +202,7 @@ def trace_frame(tr: Trace, explanation: Explanation | None = None) -> pd.DataFra
                          "true_alignment": truth})
     columns = ["step", "output_token", "previous_token", "probability", "position", "input_token", "score",
                "weight", "true_alignment"]
+    import pandas as pd  # here, not at the top: `train` and the other commands never build a table (0.5 s)
     frame = pd.DataFrame(rows, columns=columns)
     if explanation is not None:
         for method, column in step_frame_columns(explanation).items():
