@@ -145,30 +145,94 @@ def require_browser() -> None:
     pytest.skip(missing)
 
 
+# Each page counts its script runs as they start (the app element's data-test-script-state turning "running")
+# and notes when that state last changed, so `wait_idle` waits for the run an interaction started instead of
+# for a fixed pause. Installed before any of the page's own scripts, in every document the page opens.
+RUN_COUNTER = """(() => {
+  let runs = 0, state = null, changed = performance.now();
+  const look = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const now = app ? app.getAttribute('data-test-script-state') : null;
+    if (now === state) return;
+    if (now === 'running') runs += 1;
+    state = now; changed = performance.now();
+  };
+  new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true,
+                                                attributeFilter: ['data-test-script-state']});
+  window.__explorerSeen = 0;
+  window.__explorerRuns = () => ({runs, state, quiet: performance.now() - changed});
+})()"""
+
+
+class _Browser:
+    """One headless Chromium per test process, launched on first use (a launch is a second or two on a
+    loaded machine, and the suite opens dozens of pages). Each `chromium()` still gets a fresh context: its
+    own cookies, storage and cache, as a newly launched browser would have."""
+
+    playwright = None
+    browser = None
+
+    @classmethod
+    def get(cls):
+        from playwright.sync_api import sync_playwright
+        if cls.browser is None or not cls.browser.is_connected():
+            if cls.playwright is None:
+                cls.playwright = sync_playwright().start()
+            cls.browser = cls.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        return cls.browser
+
+    @classmethod
+    def close(cls) -> None:
+        if cls.browser is not None:
+            with contextlib.suppress(Exception):
+                cls.browser.close()
+        if cls.playwright is not None:
+            with contextlib.suppress(Exception):
+                cls.playwright.stop()
+        cls.browser = cls.playwright = None
+
+
+def close_browser() -> None:
+    """Close the test process's Chromium (tests/conftest.py calls it when the session ends)."""
+    _Browser.close()
+
+
 @contextlib.contextmanager
 def chromium(width: int = 1600, height: int = 3000) -> Iterator["object"]:
-    """A headless Chromium page (Playwright) with a tall viewport: Streamlit scrolls inside its own
-    container, so screenshots show only the viewport."""
+    """A headless Chromium page (Playwright) with a tall viewport, in a fresh browser context: Streamlit
+    scrolls inside its own container, so screenshots show only the viewport."""
     require_browser()
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.set_default_timeout(180_000)
-            yield page
-        finally:
-            browser.close()
+    context = _Browser.get().new_context(viewport={"width": width, "height": height})
+    try:
+        context.add_init_script(RUN_COUNTER)
+        page = context.new_page()
+        page.set_default_timeout(180_000)
+        yield page
+    finally:
+        with contextlib.suppress(Exception):
+            context.close()
 
 
-def wait_idle(page, timeout: float = 180_000, settle: float = 300) -> None:
+RUN_STARTS_WITHIN = 2000  # ms: an interaction that has started no run by then started none
+QUIET = 300  # ms: idle this long with no new run (a script's st.rerun() starts the next one at once)
+
+
+def wait_idle(page, timeout: float = 180_000, settle: float = RUN_STARTS_WITHIN) -> None:
     """Wait until the script has run to the end after an interaction (not the previous run's page).
 
-    A short pause first lets the browser send the interaction and flip the state to running."""
-    page.wait_for_timeout(settle)
+    The page counts the runs that start (RUN_COUNTER): this waits for one after those already waited for
+    (up to `settle` ms, at least RUN_STARTS_WITHIN: an interaction may start none; on a page just loaded, up
+    to 60 s: loading always runs the script), then for the app to be idle and to stay idle for QUIET ms."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    seen = page.evaluate("() => window.__explorerSeen")
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function("seen => window.__explorerRuns().runs > seen", arg=seen,
+                               timeout=60_000 if seen == 0 else max(settle, RUN_STARTS_WITHIN))
     page.wait_for_selector(IDLE, timeout=timeout)
-    page.wait_for_timeout(settle)
-    page.wait_for_selector(IDLE, timeout=timeout)
+    page.wait_for_function(f"""() => {{ const r = window.__explorerRuns();
+                                         return r.state === 'notRunning' && r.quiet >= {QUIET}; }}""",
+                           timeout=timeout)
+    page.evaluate("() => { window.__explorerSeen = window.__explorerRuns().runs; }")
 
 
 # A JavaScript expression, true once no element is a grey loading placeholder (its renderer's code has
@@ -188,7 +252,7 @@ def open_app(page, server: Server, query: str = "") -> None:
     """Load the app (optionally with a query string like `?model=copy`) and wait for the first run."""
     page.goto(server.url + "/" + query.lstrip("/"))
     page.wait_for_selector('[data-testid="stApp"]')
-    wait_idle(page, settle=1000)
+    wait_idle(page)
 
 
 # A JavaScript function: the texts on the page that do not fit their box and are cut off (an ellipsis, a

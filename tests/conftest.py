@@ -76,6 +76,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = long_modules_first(items)
 
 
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After a module's last test, close the Chromium its browser tests shared (tests/browser_support.py)."""
+    if item.path.stem.startswith(BROWSER_PREFIX) and (nextitem is None or nextitem.path != item.path):
+        from browser_support import close_browser
+        close_browser()
+
+
 def long_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """The modules that hold a slow, browser or multiprocess test first; otherwise the order stays."""
     long_modules = {item.path for item in items if any(item.get_closest_marker(m) for m in LONG_TIERS)}
@@ -165,6 +172,16 @@ TRAINED_COPY_MODEL = {"embed": 16, "hidden": 48, "attn_dim": 24, "cell": "gru", 
                       "bidirectional": False}
 TRAINED_COPY_TRAINING = TrainConfig(steps=400, batch_size=64, lr=1e-2, eval_every=50, eval_samples=200,
                                     seed=0, target_accuracy=1.0, max_seconds=30, confirm_samples=0)
+
+
+@pytest.fixture(scope="session")
+def shipped_server():
+    """`streamlit run app.py` on the shipped checkpoints, once per test process: the browser modules that only
+    read it share it, so its start and its caches (models loaded, Learn's lesson models trained) are paid once."""
+    from browser_support import require_browser, streamlit_server
+    require_browser()
+    with streamlit_server() as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

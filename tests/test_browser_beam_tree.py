@@ -95,14 +95,7 @@ OVERLAPS = """(key) => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def shipped_server():
-    require_browser()
-    with streamlit_server() as running:  # the shipped eng-fra: a 13-step translation, width 5
-        yield running
-
-
-def test_a_width_5_tree_is_readable_at_1024_px(shipped_server, tmp_path):
+def test_a_width_5_tree_is_readable_at_1024_px(shipped_server, tmp_path):  # the shipped eng-fra
     """Width 5 on a long sentence at a projector's 1024 px: no label runs into another (they did: pruned
     branches' labels piled up, neighbouring steps' labels ran together), none under 16 px in presenter mode;
     where the steps need more room than the screen, the tree scrolls sideways."""

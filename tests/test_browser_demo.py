@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import chromium, clipped_text, open_app, require_browser, streamlit_server, wait_charts, wait_idle
+from browser_support import chromium, clipped_text, open_app, wait_charts, wait_idle
 
 _SHOTS = os.environ.get("EXPLORER_SHOTS") or ("/work/runs/demo" if Path("/work/runs").is_dir() else "")
 SHOTS = Path(_SHOTS) if _SHOTS else None  # None: screenshots stay in the test's temporary folder only
@@ -70,10 +70,8 @@ SMALLEST_CHART_TEXT = """() => Array.from(document.querySelectorAll('.js-plotly-
 
 
 @pytest.fixture(scope="module")
-def server():
-    require_browser()
-    with streamlit_server() as running:
-        yield running
+def server(shipped_server):
+    return shipped_server
 
 
 def overlaps(a, b, slack: float = 1.0) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import chromium, open_app, require_browser, streamlit_server, wait_charts
+from browser_support import chromium, open_app, wait_charts
 
 ROOT = Path(__file__).resolve().parent.parent
 CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
@@ -24,10 +24,8 @@ FONT = ROOT / "static" / "fonts" / "explorer-cjk.woff2"
 
 
 @pytest.fixture(scope="module")
-def server():
-    require_browser()
-    with streamlit_server() as running:  # the shipped checkpoints: eng-cmn is a real Chinese model
-        yield running
+def server(shipped_server):
+    return shipped_server  # the shipped checkpoints: eng-cmn is a real Chinese model
 
 
 def platform_fonts(page, selector: str) -> dict[str, int]:

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from browser_support import ROOT, chromium, clipped_text, open_app, require_browser, streamlit_server, wait_charts
+from browser_support import ROOT, chromium, clipped_text, open_app, wait_charts
 from explorer.app.pages.landing import ANCHORS
 
 VIEWPORT = (1024, 768)
@@ -96,10 +96,8 @@ def test_the_demo_script_is_a_handful_of_links_in_order():
 
 
 @pytest.fixture(scope="module")
-def server():
-    require_browser()
-    with streamlit_server() as running:
-        yield running
+def server(shipped_server):
+    return shipped_server
 
 
 def problems_on(page, link: str) -> list[str]:
