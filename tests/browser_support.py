@@ -4,10 +4,11 @@ Two pieces, shared by every page's browser test:
 
 - `streamlit_server(...)` starts `streamlit run app.py` headless on a free port (optionally with
   `EXPLORER_PRETRAINED` pointing at other checkpoints), waits for `/_stcore/health`, and stops it.
-  `server_fixture(...)` wraps it as a pytest fixture factory.
-- `chromium(...)` launches Playwright's Chromium from Debian's `/usr/bin/chromium` (Playwright cannot
-  download browsers here) with the flags verified in STACK-NOTES; `wait_idle(page)` waits until the
-  script has finished running, so a test never reads the previous run.
+  tests/conftest.py's `shipped_server` is one on the shipped checkpoints, shared by a test process.
+- `chromium(...)` opens a page in a fresh context of Playwright's Chromium from Debian's `/usr/bin/chromium`
+  (Playwright cannot download browsers here), launched once per module with the flags verified in
+  STACK-NOTES; `wait_idle(page)` waits until the script has finished the run an interaction started, so a
+  test never reads the previous run.
 
 Tests using these skip when Playwright or Chromium is missing, except under `CI=true`, where a missing
 browser fails them: CI must not pass with its browser tests silently skipped.
@@ -27,7 +28,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -107,21 +108,6 @@ def streamlit_server(pretrained: str | Path | None = None, env: dict[str, str] |
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
-
-
-def server_fixture(pretrained: str | Path | Callable[[], str | Path] | None = None, scope: str = "module",
-                   **kwargs):
-    """A pytest fixture factory: `server = server_fixture(path)` in a test module yields a running Server.
-
-    `pretrained` may be a callable (evaluated when the fixture runs), e.g. to train a checkpoint first;
-    a fixture name string is not accepted, use `request.getfixturevalue` in your own fixture instead.
-    """
-    @pytest.fixture(scope=scope)
-    def _server() -> Iterator[Server]:
-        where = pretrained() if callable(pretrained) else pretrained
-        with streamlit_server(where, **kwargs) as server:
-            yield server
-    return _server
 
 
 def missing_browser() -> str | None:

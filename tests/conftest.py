@@ -176,11 +176,13 @@ TRAINED_COPY_TRAINING = TrainConfig(steps=400, batch_size=64, lr=1e-2, eval_ever
 
 @pytest.fixture(scope="session")
 def shipped_server():
-    """`streamlit run app.py` on the shipped checkpoints, once per test process: the browser modules that only
-    read it share it, so its start and its caches (models loaded, Learn's lesson models trained) are paid once."""
+    """`streamlit run app.py` on the shipped checkpoints, once per test process: the browser modules on them share
+    it, so its start and its caches (models loaded, Learn's lesson models trained) are paid once. Each test has
+    its own browser session; what a session trains or uploads stays in it. A closed tab's training stops 1 s after
+    the browser disconnects (the default is 30 s), for test_browser_train."""
     from browser_support import require_browser, streamlit_server
     require_browser()
-    with streamlit_server() as running:
+    with streamlit_server(env={"EXPLORER_TRAINING_GONE_SECONDS": "1"}) as running:
         yield running
 
 

@@ -9,11 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import chromium, clipped_text, server_fixture, wait_charts, wait_idle
+from browser_support import chromium, clipped_text, wait_charts, wait_idle
 
 SHOTS = Path(os.environ.get("EXPLORER_SHOTS", "/work/runs"))
-# a closed tab's training stops 1 s after the browser disconnects (the default is 30 s)
-server = server_fixture(env={"EXPLORER_TRAINING_GONE_SECONDS": "1"})
+
+
+@pytest.fixture(scope="module")
+def server(shipped_server):
+    """The shared server on the shipped checkpoints (tests/conftest.py): a closed tab's training stops 1 s after
+    the browser disconnects there."""
+    return shipped_server
 
 # Plotly keeps numeric arrays base64-encoded in `data`; `_fullData` holds the decoded arrays
 CHARTS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(d => ({
