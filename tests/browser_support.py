@@ -135,9 +135,9 @@ def require_browser() -> None:
 # and notes when that state last changed, so `wait_idle` waits for the run an interaction started instead of
 # for a fixed pause. Installed before any of the page's own scripts, in every document the page opens.
 RUN_COUNTER = """(() => {
-  let runs = 0, state = null, changed = performance.now();
+  let runs = 0, state = null, changed = performance.now(), app = null;
   const look = () => {
-    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || !app.isConnected) app = document.querySelector('[data-testid="stApp"]');
     const now = app ? app.getAttribute('data-test-script-state') : null;
     if (now === state) return;
     if (now === 'running') runs += 1;

@@ -186,6 +186,17 @@ def shipped_server():
         yield running
 
 
+@pytest.fixture(scope="session")
+def test_models_server(tmp_path_factory):
+    """`streamlit run app.py` on the small test checkpoints of tests/explore_models.py (or EXPLORER_TEST_PRETRAINED's
+    real ones), once per test process: Explore's and the beam tree's browser tests share it."""
+    from browser_support import require_browser, streamlit_server
+    from explore_models import browser_models
+    require_browser()
+    with streamlit_server(browser_models(tmp_path_factory, "browser-models")) as running:
+        yield running
+
+
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory):
     """The app's pages on the small untrained checkpoints of tests/explore_models.py: written to a temporary

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import chromium, open_app, require_browser, streamlit_server, wait_charts, wait_idle
-from explore_models import browser_models
+from browser_support import chromium, open_app, wait_charts, wait_idle
 
 NODE_CENTRE = """([key, index]) => {
     const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`);
@@ -33,16 +32,15 @@ PRUNED_NODE = """(key) => {
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_browser()
-    folder = browser_models(tmp_path_factory, "beam-browser")
-    with streamlit_server(folder) as running:
-        yield running
+def server(test_models_server):
+    """The test process's server on the test checkpoints (tests/conftest.py), shared with Explore's tests."""
+    return test_models_server
 
 
 def test_click_a_node_then_force_its_prefix(server, tmp_path):
     shots = tmp_path / "shots"
     shots.mkdir()
+    logged = len(server.log_text())  # the shared server's log before this test
     with chromium(width=1500, height=2600) as page:
         open_app(page, server, "?model=copy&input=31415926&mode=beam&width=4")
         wait_charts(page)
@@ -77,7 +75,7 @@ def test_click_a_node_then_force_its_prefix(server, tmp_path):
     target = os.environ.get("EXPLORER_SCREENSHOT_DIR")
     if target:
         shutil.copy(shots / "beam-node.png", Path(target) / "beam-node.png")
-    assert "Traceback" not in server.log_text()
+    assert "Traceback" not in server.log_text()[logged:]
 
 
 OVERLAPS = """(key) => {

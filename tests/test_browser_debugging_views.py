@@ -17,9 +17,15 @@ from tests import app_support
 
 
 @pytest.fixture(scope="module")
-def server():
+def server(request):
+    """The test process's shared server on the shipped checkpoints (tests/conftest.py) when they hold the twins,
+    else one on tiny twins trained here."""
+    folder = app_support.twin_dir()
+    if folder == checkpoint.PRETRAINED_DIR:
+        yield request.getfixturevalue("shipped_server")
+        return
     require_browser()
-    with streamlit_server(app_support.twin_dir()) as running:
+    with streamlit_server(folder) as running:
         yield running
 
 
@@ -30,6 +36,7 @@ def keep(shot: Path) -> None:
 
 
 def test_nearest_examples_open_from_the_link_and_follow_the_controls(server, tmp_path):
+    logged = len(server.log_text())  # a shared server's log before this test
     with chromium(width=1500, height=2600) as page:
         open_app(page, server, "?model=reverse&input=2718281&nn=s3&nnk=5")
         wait_charts(page)
@@ -48,11 +55,12 @@ def test_nearest_examples_open_from_the_link_and_follow_the_controls(server, tmp
         section.locator("summary").first.click()
         wait_idle(page)
         assert "nn=" not in page.url
-    assert "Traceback" not in server.log_text()
+    assert "Traceback" not in server.log_text()[logged:]
 
 
 def test_score_function_twins_side_by_side(server, tmp_path):
     twins = [n for n in checkpoint.pretrained_names() if n.startswith("reverse")]
+    logged = len(server.log_text())  # a shared server's log before this test
     with chromium(width=1600, height=3400) as page:
         open_app(page, server, "compare?twins=73625184092736")
         header = page.get_by_role("heading", name="Score functions side by side")
@@ -71,4 +79,4 @@ def test_score_function_twins_side_by_side(server, tmp_path):
         box.press("Enter")
         wait_idle(page)
         assert "twins=8462" in page.url
-    assert "Traceback" not in server.log_text()
+    assert "Traceback" not in server.log_text()[logged:]

@@ -16,19 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import (chromium, clipped_text, open_app, require_browser, streamlit_command, streamlit_server,
-                             wait_charts, wait_idle)
-from explore_models import browser_models
+from browser_support import chromium, clipped_text, open_app, streamlit_command, wait_charts, wait_idle
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_browser()
-    folder = browser_models(tmp_path_factory, "explore-browser")
-    with streamlit_server(folder) as running:
-        yield running
+def server(test_models_server):
+    """The test process's server on the test checkpoints (tests/conftest.py), shared with the beam tree's tests."""
+    return test_models_server
 
 
 def step_heading(page) -> str:
@@ -63,6 +59,7 @@ def test_the_readme_app_command_is_what_this_test_serves():
 def test_type_step_click_and_screenshot(server, tmp_path):
     shots = tmp_path / "shots"
     shots.mkdir()
+    logged = len(server.log_text())  # the shared server's log before this test
     with chromium(width=1600, height=4200) as page:
         open_app(page, server)
         assert page.get_by_role("heading", name=re.compile("Explore")).count() >= 1
@@ -131,7 +128,7 @@ def test_type_step_click_and_screenshot(server, tmp_path):
         shutil.copy(shots / "2-clicked.png", target)
     print(f"step change: {step_seconds * 1000:.0f} ms from click to idle in the browser; server: {panel}; "
           f"screenshots in {shots}")
-    assert "Traceback" not in server.log_text()
+    assert "Traceback" not in server.log_text()[logged:]
 
 
 def test_the_hidden_states_section_opens_with_its_charts_and_stays_open_while_stepping(server):
