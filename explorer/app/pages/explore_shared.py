@@ -10,6 +10,7 @@ import streamlit as st
 
 from explorer.engine import lengths
 from explorer.errors import ExplorerError
+from explorer.app.figures.margins import fit_margins
 from explorer.app.figures.style import figure_html, plotly_config, presented
 from explorer.app.pages import beam_panel, common, presenter
 from explorer.app.pages.explore_state import K
@@ -49,13 +50,15 @@ def chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
     offline).
 
     `fig` may be a builder (no arguments); with `cache=(request, step)` it is built once per step, and so is its
-    presenter-mode copy (making that copy was ~25 ms a chart, on every step change)."""
+    presenter-mode copy (making that copy was ~25 ms a chart, on every step change). A built figure's margins
+    already hold its labels and colour bar (figures/margins.py), so the browser draws it in one pass."""
     shown = None
     if callable(fig):
-        fig = _figure(cache[0], name, cache[1], fig) if cache is not None else fig()
+        build = fig
+        fig = _figure(cache[0], name, cache[1], lambda: fit_margins(build())) if cache is not None else fit_margins(build())
         if cache is not None and presenter.on():
             base = fig
-            shown = _figure(cache[0], name + " presented", cache[1], lambda: presented(base))
+            shown = _figure(cache[0], name + " presented", cache[1], lambda: fit_margins(presented(base)))
     # theme=None: our projector-sized fonts, not Streamlit's chart theme.
     event = common.chart(st, shown if shown is not None else fig, key=key, config=plotly_config(name),
                          ready=shown is not None, **kwargs)
