@@ -46,7 +46,7 @@ def _lazy(module: str) -> Callable[[], None]:
     return render
 
 
-# Streamlit runs this script as __main__. A training job's process (multiprocessing, explorer/training/job.py)
+# Streamlit runs this script as __main__. A training job's process (multiprocessing, explorer/jobs/lifecycle.py)
 # runs the main script of the process that started it again as __mp_main__: there, nothing is laid out (it
 # cost every job a run of the whole app and 117 "missing ScriptRunContext" log lines).
 if __name__ == "__main__":

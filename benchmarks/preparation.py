@@ -149,7 +149,7 @@ def time_app(data: bytes, timeout: float) -> dict:
     from explorer.data.corpus import check_tsv_bytes
     from explorer.errors import ExplorerError
     from explorer.limits import LIMITS
-    from explorer.training.jobs import TrainingJob, translation_job
+    from explorer.jobs import TrainingJob, translation_job
     from explorer.training.train import TrainConfig
     started = time.perf_counter()
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import fields
 
-from explorer.training.job_process import Recipe
+from explorer.jobs.worker import Recipe
 
 
 class SlowRecipe(Recipe):

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.checkpoints import checkpoint
 
-from explorer.training import jobs
+from explorer import jobs
 from explorer.training.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
 from tests import pig_latin
 from tests.app_support import show_page, upload
@@ -562,7 +562,7 @@ def test_a_file_being_prepared_says_so_and_stop_ends_it_at_once(monkeypatch):
         made = real(*args, **kwargs)
         made.recipe = slow(made.recipe)  # a minute to prepare
         return made
-    monkeypatch.setattr("explorer.training.jobs.translation_job", slowly)
+    monkeypatch.setattr("explorer.jobs.translation_job", slowly)
     at = train_page()
     upload_pig(at)
     at.button(key="train_start").click().run()

@@ -19,7 +19,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from explorer.training import jobs
+from explorer import jobs
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import TrainConfig, new_task_bundle
 

@@ -22,7 +22,7 @@ from explorer.__main__ import main
 from explorer.engine.decoding import beam_search, greedy_batch
 from explorer.engine.devices import model_device, pick_device
 from explorer.errors import ExplorerError
-from explorer.training.jobs import task_job
+from explorer.jobs import task_job
 from explorer.training.validation import teacher_forced_loss
 from explorer.engine.model import Seq2Seq
 from explorer.data.tasks import TaskSpec

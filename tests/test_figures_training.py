@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.app.figures.training import MAX_POINTS, accuracy_figure, alignment_figure, bucketed, loss_figure
-from explorer.training.jobs import EvalRecord, StepRecord
+from explorer.jobs import EvalRecord, StepRecord
 
 
 def steps(n: int) -> list[StepRecord]:

@@ -28,7 +28,8 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.checkpoints import checkpoint, registry
 
-from explorer.training import comparison, jobs
+from explorer import jobs
+from explorer.training import comparison
 from explorer.errors import ExplorerError
 from explorer.app.pages import common
 from explorer.app.pages import train as train_page

@@ -1,5 +1,5 @@
 """Background training jobs: run, stop, continue, snapshots, the per-session registry, its queue and its reaper.
-Every run trains in a process of its own (explorer/training/job_process.py)."""
+Every run trains in a process of its own (explorer/jobs/worker.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import torch
 
 from explorer.checkpoints import checkpoint
 
-from explorer.training import job_process
+from explorer.jobs import worker
 from explorer.errors import ExplorerError
-from explorer.training.jobs import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, JobRegistry, Limits, TrainingJob,
+from explorer.jobs import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, JobRegistry, Limits, TrainingJob,
                                    task_job, translation_job)
 from explorer.training.probes import Thinned, Watched
 from explorer.data.tasks import TaskSpec
@@ -132,7 +132,7 @@ def test_target_accuracy_stops_early():
 
 def test_a_crash_in_the_training_process_becomes_a_failed_state():
     job = tiny_job(steps=20)
-    job.recipe = job_process.Recipe("tiny", {**TINY, "hidden": "sixteen"}, spec=SPEC)  # fails in the process only
+    job.recipe = worker.Recipe("tiny", {**TINY, "hidden": "sixteen"}, spec=SPEC)  # fails in the process only
     job.start()
     job.join(60)
     assert job.state == FAILED and job.view().message == "hidden must be a whole number, got 'sixteen'"
@@ -216,7 +216,7 @@ def slow_translation_job(name: str) -> TrainingJob:
 def test_the_server_process_never_parses_or_tokenizes_an_uploaded_file(monkeypatch):
     """Parsing, length limits, the tokenizers' training and an uploaded model's tokenizers all run in the job's
     process: a library that hangs or aborts there takes only that process (it ran in the server's thread)."""
-    from explorer.training.further import further_job
+    from explorer.jobs.further import further_job
 
     def not_here(*args, **kwargs):
         raise AssertionError("the server process prepared the data")
@@ -287,7 +287,7 @@ def test_a_closed_tab_ends_the_preparation_of_its_file():
 
 def test_a_files_memory_is_counted_before_it_is_read():
     from explorer.limits import TSV_BYTES_FACTOR
-    from explorer.training.jobs import job_memory
+    from explorer.jobs import job_memory
     cfg = TrainConfig(steps=2, batch_size=8, eval_samples=10)
     job, bigger = translation_job(ROWS, "tsv", TINY, cfg), translation_job(ROWS * 100, "tsv", TINY, cfg)
     assert bigger.memory - job.memory == TSV_BYTES_FACTOR * 99 * len(ROWS)
@@ -333,7 +333,7 @@ def test_the_default_slots_are_the_usable_cores():
 
 SERVER = """
 import sys, time
-from explorer.training.jobs import task_job
+from explorer.jobs import task_job
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import TrainConfig
 job = task_job(TaskSpec("reverse", 2, 4, "abcd"), "tiny", {"embed": 8, "hidden": 16, "attn_dim": 8,

@@ -21,7 +21,7 @@ from explorer import defaults, settings
 from explorer.app import views
 from explorer.errors import ExplorerError
 from explorer.training.evaluation import translate_one
-from explorer.training.further import further_job
+from explorer.jobs.further import further_job
 from explorer.training.further_data import vocabulary_coverage
 from explorer.training.recipes import pick_examples, translation_run, translation_setup
 from explorer.training.evaluation import score_pairs

@@ -32,7 +32,7 @@ from safetensors.torch import save as st_save
 
 from explorer.checkpoints import checkpoint
 
-from explorer.training import jobs
+from explorer import jobs
 
 from explorer import limits, storage
 from explorer.__main__ import main

@@ -558,7 +558,7 @@ class _Run:
 @given(st.lists(st.booleans(), min_size=1, max_size=8), st.integers(1, 3))
 @settings(max_examples=200, deadline=None)
 def test_runs_stopped_while_waiting_never_keep_a_slot(stopped_flags, slots_count):
-    from explorer.training.slots import Slots
+    from explorer.jobs.slots import Slots
     slots = Slots(slots_count)
     holders = [_Run() for _ in range(slots_count)]
     assert all(slots.request(r) for r in holders)
@@ -581,7 +581,7 @@ def test_continue_after_the_process_was_killed_before_any_evaluation_says_nothin
     import signal as signals
     sys.path.insert(0, str(Path(__file__).parent))
     from test_jobs import tiny_job, wait_until
-    from explorer.training.jobs import FAILED
+    from explorer.jobs import FAILED
     job = tiny_job(steps=50_000)
     job.start()
     try:
@@ -604,7 +604,7 @@ def test_continue_after_the_process_was_killed_goes_on_from_its_last_evaluation(
     import torch
     sys.path.insert(0, str(Path(__file__).parent))
     from test_jobs import tiny_job, wait_until
-    from explorer.training.jobs import FAILED, FINISHED
+    from explorer.jobs import FAILED, FINISHED
     job = tiny_job(steps=50_000)  # evaluates every 10 steps
     job.start()
     try:
@@ -637,8 +637,8 @@ def test_continue_after_the_process_was_killed_goes_on_from_its_last_evaluation(
 def test_a_model_the_server_cannot_take_over_fails_its_job_with_the_reason(monkeypatch):
     sys.path.insert(0, str(Path(__file__).parent))
     from test_jobs import tiny_job
-    from explorer.training import job as job_module
-    from explorer.training.jobs import FAILED
+    from explorer.jobs import lifecycle as job_module
+    from explorer.jobs import FAILED
 
     def refuse(*args, **kwargs):
         raise ExplorerError("target_vocab[300] has 250 characters (limit 200)")
@@ -722,7 +722,7 @@ def test_the_upload_check_says_what_training_reads_of_any_file(lines, bom):
 
 def test_uploads_kept_in_the_server_are_counted_in_its_memory_budget():
     from explorer.limits import jobs_budget, memory_budget, uploads_budget
-    from explorer.training.job_registry import JobRegistry
+    from explorer.jobs.registry import JobRegistry
     env = {"EXPLORER_TRAINING_MEMORY_MB": "1000", "EXPLORER_PARSED_TSV_MB": "300"}
     assert (memory_budget(env), uploads_budget(env), jobs_budget(env)) == (1_000_000_000, 300_000_000, 700_000_000)
     assert uploads_budget({"EXPLORER_TRAINING_MEMORY_MB": "400"}) == 200_000_000  # at most half the budget

@@ -27,7 +27,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.checkpoints import checkpoint
 
-from explorer.training import jobs
+from explorer import jobs
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import new_task_bundle
 from tests.app_support import show_page, upload

@@ -194,7 +194,7 @@ def test_the_pages_run_differs_from_the_clis_only_where_a_setting_says_why():
 def test_a_tsv_trains_alike_on_the_cli_and_on_the_train_page(pairs):
     """`train --data` and the page's "as the data needs" with the same number of training pairs: the same model
     (sized by the data) and the same training config (its length from the data)."""
-    from explorer.training import jobs
+    from explorer import jobs
     from explorer.training.train import TrainConfig
     args = _parser().parse_args(["train", "--data", "pairs.tsv", "--out", "x"])
     cli_model, cli_train = recipes.translation_settings(args)

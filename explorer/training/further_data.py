@@ -1,7 +1,7 @@
 """A saved model's data to train further on: a TSV file checked against the vocabularies the model has.
 
 A model's vocabulary cannot grow without changing its shape, so a file must mostly use words it knows.
-Below the job code (explorer/training/further.py) because the job's own process builds the data too.
+Below the job code (explorer/jobs/further.py) because the job's own process builds the data too.
 """
 
 from __future__ import annotations

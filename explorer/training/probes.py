@@ -1,6 +1,6 @@
 """The probe: one input whose attention a training job snapshots as it trains (the Train page's scrubber).
 
-The job's process takes the snapshots (explorer/training/job_process.py); the server keeps them thinned
+The job's process takes the snapshots (explorer/jobs/worker.py); the server keeps them thinned
 evenly to a cap. The probe is teacher-forced on its true output where it has one, so every frame has
 the same rows.
 """

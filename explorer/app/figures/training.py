@@ -1,6 +1,6 @@
 """Training figures: loss, accuracy and alignment curves from a job's progress log (pure functions).
 
-They read records with the fields of `explorer.training.job_records.StepRecord` (step, loss) and `EvalRecord`
+They read records with the fields of `explorer.jobs.records.StepRecord` (step, loss) and `EvalRecord`
 (step, train/valid loss, exact match, token accuracy, alignment accuracy); no model, no streamlit.
 """
 

@@ -1,6 +1,6 @@
 """The Train page: set up a task (or a TSV) and a model, train it in the background, watch it learn.
 
-The page only lays out widgets and figures: the job (`explorer.training.jobs`) trains in a process of its own and
+The page only lays out widgets and figures: the job (`explorer.jobs`) trains in a process of its own and
 the page reads a copy of its progress on every rerun. While a job runs, a fragment refreshes the live
 panel every two seconds, so the rest of the app stays usable and the page can be left and revisited.
 Session state keys start with `train_`.
@@ -23,7 +23,7 @@ from explorer.data.tasks import TaskSpec, make_task
 from explorer.app.engine_link import engine_module
 
 checkpoint = engine_module("explorer.checkpoints.checkpoint")
-jobs = engine_module("explorer.training.jobs")
+jobs = engine_module("explorer.jobs")
 model_registry = engine_module("explorer.checkpoints.registry")
 training = engine_module("explorer.training.train")
 validation = engine_module("explorer.training.validation")
@@ -220,7 +220,7 @@ def _start() -> None:
 def _further_job(base, cfg: training.TrainConfig, upload, probe: str | None, models, taken: list[str]) -> jobs.TrainingJob:
     """A job training a private copy of a session or shipped model further, on its task or the uploaded TSV
     (the model it starts from is never changed)."""
-    from explorer.training.further import further_job
+    from explorer.jobs.further import further_job
     name = models.unique_name(f"{base.name.removesuffix('-trained')}-more", taken)
     return further_job(base, name, cfg, tsv=upload.getvalue() if upload is not None else None, probe=probe,
                        publish=models.put, auto=base.kind == "translation" and setting("unit") == "auto",

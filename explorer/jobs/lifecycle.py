@@ -1,8 +1,8 @@
 """One background training job as the server keeps it: its lifecycle (start, wait for a slot, stop, continue),
-the process each run trains in (explorer/training/job_process.py), and the reader thread that turns the
+the process each run trains in (explorer/jobs/worker.py), and the reader thread that turns the
 process's messages into the records the page shows, the latest checkpoint and its frozen bundle.
 
-Its `gate` (explorer/training/job_registry.py's JobRegistry) hands out training slots; without one a run
+Its `gate` (explorer/jobs/registry.py's JobRegistry) hands out training slots; without one a run
 starts at once.
 """
 
@@ -21,8 +21,8 @@ from explorer.checkpoints import checkpoint
 from explorer.checkpoints.registry import freeze
 from explorer.engine.bundle import ModelBundle, TrainingSample
 from explorer.errors import ExplorerError
-from explorer.training import job_process
-from explorer.training.job_records import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, EvalRecord, JobView,
+from explorer.jobs import worker
+from explorer.jobs.records import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, EvalRecord, JobView,
                                            StepRecord)
 from explorer.training.probes import Snapshot, Thinned
 from explorer.training.train import TrainConfig
@@ -31,14 +31,14 @@ log = logging.getLogger(__name__)
 
 
 class Gate(Protocol):
-    """What hands out training slots (job_registry.JobRegistry): a job asks for one per run."""
+    """What hands out training slots (registry.JobRegistry): a job asks for one per run."""
 
     def request(self, job: "TrainingJob") -> bool: ...
     def withdraw(self, job: "TrainingJob") -> None: ...
     def release(self, job: "TrainingJob") -> None: ...
     def place(self, job: "TrainingJob") -> int | None: ...
 
-PREPARING = "preparing the data"  # a run's message until its data is ready (job_process.py)
+PREPARING = "preparing the data"  # a run's message until its data is ready (worker.py)
 TRAINING_THREADS = max(1, int(os.environ.get("EXPLORER_TRAINING_THREADS", 1)))
 
 
@@ -52,8 +52,8 @@ def _context():
     with _CONTEXT_LOCK:
         if not _CONTEXT:
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["explorer.training.job_process", "explorer.training.probes",
-                                                "explorer.training.validation", "explorer.engine.trace"])
+            context.set_forkserver_preload(["explorer.jobs.worker", "explorer.training.probes",
+                                            "explorer.training.validation", "explorer.engine.trace"])
             _CONTEXT.append(context)
         return _CONTEXT[0]
 
@@ -65,7 +65,7 @@ def _ending(exitcode: int | None) -> str:
 
 
 class TrainingJob:
-    """Trains one model in a process of its own (explorer/training/job_process.py); the owner reads `view()` and
+    """Trains one model in a process of its own (explorer/jobs/worker.py); the owner reads `view()` and
     `snapshot()`. The server keeps only what the page shows: step and evaluation records, attention
     snapshots, the latest checkpoint (bytes and the frozen bundle made from them), and between runs the
     trainer's state to continue from. Each run is one process; it ends with the run.
@@ -74,10 +74,10 @@ class TrainingJob:
     so other pages can open it mid-training. Given a `gate` (a JobRegistry), a run waits for a free slot.
     """
 
-    def __init__(self, recipe: job_process.Recipe, bundle: ModelBundle | None, cfg: TrainConfig, probe_text: str,
+    def __init__(self, recipe: worker.Recipe, bundle: ModelBundle | None, cfg: TrainConfig, probe_text: str,
                  probe: str | None = None, publish: Callable[[ModelBundle], None] | None = None,
                  max_snapshots: int = 60, probe_every: int | None = None, train_sample: int = 200,
-                 name: str | None = None, plan: job_process.Plan | None = None) -> None:
+                 name: str | None = None, plan: worker.Plan | None = None) -> None:
         """`bundle` None: the model is made in the job's process from the data (a file of pairs: `plan` says how
         the run's length follows from it), and arrives with the "prepared" message."""
         self.name = name if name is not None else bundle.name
@@ -142,12 +142,12 @@ class TrainingJob:
         """Start this run's process (the gate calls it when a slot frees); False when the run was stopped while it
         waited, so the gate gives the slot to the next one."""
         plan = self._plan if self._resume is None else None
-        order = job_process.Order(self.recipe, self._cfg, self._run_steps, self._probe, self._probe_every,
+        order = worker.Order(self.recipe, self._cfg, self._run_steps, self._probe, self._probe_every,
                                   self._train_sample, TRAINING_THREADS, self._resume, self._new_lr, plan,
                                   self._max_snapshots)
         context = _context()
         conn, child_end = context.Pipe()
-        process = context.Process(target=job_process.main, args=(child_end, order), name=f"train-{self.name}",
+        process = context.Process(target=worker.main, args=(child_end, order), name=f"train-{self.name}",
                                   daemon=True)
         with self._lock:
             if self._state != QUEUED:  # stopped while it waited

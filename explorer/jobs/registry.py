@@ -1,5 +1,5 @@
 """The server's training jobs by session: one per session, admitted within the memory budget, given a
-training slot (explorer/training/slots.py) per run, and stopped by a reaper thread when their session went
+training slot (explorer/jobs/slots.py) per run, and stopped by a reaper thread when their session went
 away (no heartbeat for `idle_timeout` seconds, or reported gone by `session_alive` for `gone_grace` seconds).
 """
 
@@ -15,9 +15,9 @@ from typing import Callable
 from explorer.limits import check_memory_budget
 from explorer.limits import jobs_budget
 from explorer.training.distributed import usable_cores
-from explorer.training.job import TrainingJob
-from explorer.training.job_records import QUEUED, RUNNING
-from explorer.training.slots import Slots
+from explorer.jobs.lifecycle import TrainingJob
+from explorer.jobs.records import QUEUED, RUNNING
+from explorer.jobs.slots import Slots
 from explorer.errors import ExplorerError
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Callable
 from explorer.engine.bundle import ModelBundle
 from explorer.checkpoints.registry import private_copy
 from explorer.limits import LIMITS, Limits
-from explorer.training.jobs import TrainingJob
+from explorer.jobs import TrainingJob
 from explorer.training.train import TrainConfig, task_config
 
 
@@ -27,8 +27,8 @@ def further_job(bundle: ModelBundle, name: str, cfg: TrainConfig, tsv: bytes | N
     from explorer.checkpoints import checkpoint
     from explorer.engine.bundle import check_text
     from explorer.errors import ExplorerError
-    from explorer.training import job_process
-    from explorer.training.jobs import job_memory
+    from explorer.jobs import worker
+    from explorer.jobs import job_memory
     limits.check({}, cfg, bundle.task)
     copy = private_copy(bundle, name)
     plan = None
@@ -36,10 +36,10 @@ def further_job(bundle: ModelBundle, name: str, cfg: TrainConfig, tsv: bytes | N
         task = bundle.task_obj
         cfg = task_config(cfg, task)
         probe_text, tokens = probe or task.examples()[0], 2 * bundle.task.max_len + 2
-        recipe = job_process.Recipe(name, {}, spec=bundle.task, seed=cfg.seed, weights=checkpoint.to_bytes(copy))
+        recipe = worker.Recipe(name, {}, spec=bundle.task, seed=cfg.seed, weights=checkpoint.to_bytes(copy))
         if probe is not None:
             copy.prepare(probe)  # an unusable probe is refused now, with the reason
-    else:  # the file is read, and tokenized with the model's own tokenizers, in the job's process (job_process.py)
+    else:  # the file is read, and tokenized with the model's own tokenizers, in the job's process (worker.py)
         if tsv is None:
             raise ExplorerError(f"{bundle.name} is a translation model: upload a TSV file of sentence pairs to train "
                                 "it on (the file it was trained on, or a new one in the same languages)")
@@ -48,9 +48,9 @@ def further_job(bundle: ModelBundle, name: str, cfg: TrainConfig, tsv: bytes | N
         if probe is not None:
             check_text(probe, "input")  # its pieces are checked there
         probe_text, tokens = probe or "", bundle.model.cfg.max_src_len
-        recipe = job_process.Recipe(name, {}, tsv=tsv, seed=cfg.seed, weights=checkpoint.to_bytes(copy),
+        recipe = worker.Recipe(name, {}, tsv=tsv, seed=cfg.seed, weights=checkpoint.to_bytes(copy),
                                     file_name=file_name)
-        plan = job_process.Plan(auto=auto, epochs=epochs, max_steps=limits.max_steps)
+        plan = worker.Plan(auto=auto, epochs=epochs, max_steps=limits.max_steps)
     job = TrainingJob(recipe, copy, cfg, probe_text, probe=probe, publish=publish, plan=plan)
     job.memory = job_memory(copy, cfg, len(tsv or b""), tokens)
     return job

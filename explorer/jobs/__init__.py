@@ -1,10 +1,11 @@
 """Background training jobs, as the Train page uses them: make a job (a fresh toy-task or translation
 model, or a copy of a saved toy-task model), then start, stop and continue it through the registry.
 
-Where the parts live: the job and its process (job.py, job_process.py), what the page reads of it
-(job_records.py), the probe's snapshots (probes.py), the validation loss (validation.py), training slots
-(slots.py) and the server's jobs by session with their reaper (job_registry.py). This module makes jobs
-and gathers the names the pages use, so a page imports one module.
+Where the parts live: a job's lifecycle in the server (lifecycle.py) and the process it trains in (worker.py), what
+the page reads of it (records.py), training slots (slots.py), the server's jobs by session with their reaper
+(registry.py), and a saved model trained further (further.py); the probe's snapshots and the validation loss are
+training's (explorer/training/probes.py, validation.py). This package makes jobs and gathers the names the pages
+use, so a page imports one module.
 
 No streamlit here: the page passes in a session id and, optionally, a liveness check.
 """
@@ -18,12 +19,12 @@ from explorer.engine.bundle import ModelBundle
 from explorer.errors import ExplorerError
 from explorer.limits import LIMITS, Limits, training_memory
 from explorer.data.tasks import TaskSpec
-from explorer.training import job_process
-from explorer.training.job_process import Plan, eval_interval, training_pairs
-from explorer.training.job import TrainingJob
-from explorer.training.job_records import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, EvalRecord, JobView,
+from explorer.jobs import worker
+from explorer.jobs.worker import Plan, eval_interval, training_pairs
+from explorer.jobs.lifecycle import TrainingJob
+from explorer.jobs.records import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, EvalRecord, JobView,
                                            StepRecord)
-from explorer.training.job_registry import JobRegistry, registry
+from explorer.jobs.registry import JobRegistry, registry
 from explorer.training.train import TrainConfig
 
 __all__ = ["FAILED", "FINISHED", "NEW", "QUEUED", "RUNNING", "STOPPED", "EvalRecord", "JobRegistry", "JobView",
@@ -37,7 +38,7 @@ def task_job(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Trai
     """A (not yet started) job training a fresh model on a toy task."""
     from explorer.training.train import task_config
     limits.check(model_options, cfg, spec)
-    recipe = job_process.Recipe(name, dict(model_options), spec=spec, seed=cfg.seed)
+    recipe = worker.Recipe(name, dict(model_options), spec=spec, seed=cfg.seed)
     bundle, task = recipe.build()  # here too: the untrained model is shown at once, and a bad probe refused
     cfg = task_config(cfg, task)
     if probe is not None:
@@ -63,7 +64,7 @@ def bundle_job(bundle: ModelBundle, cfg: TrainConfig, probe: str | None = None,
         raise ExplorerError(f"{bundle.name} is shared by every session and read-only: train a private copy")
     if bundle.task is None:
         raise ExplorerError(f"{bundle.name} is a translation model: train a new one from its TSV file")
-    recipe = job_process.Recipe(bundle.name, {}, spec=bundle.task, seed=cfg.seed, weights=checkpoint.to_bytes(bundle))
+    recipe = worker.Recipe(bundle.name, {}, spec=bundle.task, seed=cfg.seed, weights=checkpoint.to_bytes(bundle))
     task = bundle.task_obj
     return TrainingJob(recipe, copy.deepcopy(bundle), task_config(cfg, task), probe or task.examples()[0],
                        probe=probe, publish=publish)
@@ -77,7 +78,7 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
     """A (not yet started) job training a fresh translation model on uploaded TSV bytes (named `file_name`).
 
     Only what needs no look at the data is checked here; the file is parsed, its tokenizers trained and the
-    model made in the job's own process (job_process.py), which holds a training slot meanwhile: the page can
+    model made in the job's own process (worker.py), which holds a training slot meanwhile: the page can
     stop it, and a closed tab ends it. With `epochs` the number of steps follows from the training set size
     (still limited); with `auto`, the run length, evaluation interval and plateau stop come from the data as on
     the CLI (recipes.translation_run). Once prepared, the job's `held_out` keeps the validation pairs as text
@@ -91,7 +92,7 @@ def translation_job(tsv: bytes, name: str, model_options: dict[str, Any], cfg: T
     limits.check(model_options, cfg)
     if probe is not None:
         check_text(probe, "input")  # its pieces are checked once the tokenizers exist
-    recipe = job_process.Recipe(name, dict(model_options), tsv=tsv, max_tokens=max_tokens, min_freq=min_freq,
+    recipe = worker.Recipe(name, dict(model_options), tsv=tsv, max_tokens=max_tokens, min_freq=min_freq,
                                 seed=cfg.seed, file_name=file_name)
     plan = Plan(auto=auto, epochs=epochs, max_steps=limits.max_steps)
     job = TrainingJob(recipe, None, cfg, probe or "", probe=probe, publish=publish, name=name, plan=plan)

@@ -2,7 +2,7 @@
 next runs wait in order, first come first served, and each knows its place in the queue.
 
 A slot is per run, not per job: a job between runs holds none. The memory a job may take is checked when
-it is admitted (job_registry.JobRegistry.admit, limits.check_memory_budget), not here.
+it is admitted (registry.JobRegistry.admit, limits.check_memory_budget), not here.
 """
 
 from __future__ import annotations
