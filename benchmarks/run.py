@@ -163,7 +163,7 @@ def worker_train_ours(p: dict) -> dict:
     from explorer.training.train import TrainConfig
     from explorer.training.distributed import run_ranks
     from explorer.training.evaluation import task_pairs
-    from explorer.training.train import evaluate
+    from explorer.training.evaluation import evaluate
     import_s = time.perf_counter() - t_import
     cfg = TrainConfig(**{**TRAIN_DEFAULTS, "target_accuracy": p["target"], "seed": p["seed"],
                          "max_seconds": p["budget"]})
@@ -216,7 +216,8 @@ def worker_throughput(p: dict) -> dict:
     threads = set_threads(p.get("threads"))
     from explorer.training.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
     from explorer.data.tasks import TaskSpec
-    from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
+    from explorer.training.data import TaskData
+    from explorer.training.train import TrainConfig, Trainer, new_task_bundle
     import tutorial_reference as ref
 
     spec = TaskSpec("reverse", 5, 15)
@@ -295,7 +296,8 @@ def worker_precision(p: dict) -> dict:
     from explorer.engine.model import ModelConfig
     from explorer.engine.seeding import seeded_model
     from explorer.training.optim import Adam
-    from explorer.training.train import Pair, batch_loss
+    from explorer.training.data import Pair
+    from explorer.training.train import batch_loss
     from explorer.training.training_forward import TrainingForward
 
     rng = random.Random(0)
@@ -344,7 +346,8 @@ def worker_ddp(p: dict) -> dict:
     from explorer.training.distributed import run_ranks
     from explorer.training.recipes import MODEL_DEFAULTS, TRAIN_DEFAULTS
     from explorer.data.tasks import TaskSpec
-    from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
+    from explorer.training.data import TaskData
+    from explorer.training.train import TrainConfig, Trainer, new_task_bundle
     spec, batch, n = TaskSpec("reverse", 5, 15), TRAIN_DEFAULTS["batch_size"], p["processes"]
     steps = max(4, p["batches"] * 32 // batch)
 

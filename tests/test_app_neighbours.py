@@ -114,7 +114,8 @@ def test_a_toy_models_training_pairs_are_regenerated_as_its_training_drew_them(c
     """tasks.training_examples replays the trainer's own draws (its generator from the seed, its batch size, its
     curriculum): the same pairs, in order, as Trainer.next_batch gives step by step."""
     from explorer.data.tasks import TaskSpec, training_examples
-    from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
+    from explorer.training.data import TaskData
+    from explorer.training.train import TrainConfig, Trainer, new_task_bundle
     spec = TaskSpec("reverse", min_len=1, max_len=9)
     cfg = TrainConfig(steps=20, batch_size=7, lr=1e-2, eval_every=10, eval_samples=10, seed=3,
                       curriculum=curriculum)

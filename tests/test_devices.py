@@ -27,7 +27,9 @@ from explorer.training.validation import teacher_forced_loss
 from explorer.engine.model import Seq2Seq
 from explorer.data.tasks import TaskSpec
 from explorer.engine.trace import Intervention, trace
-from explorer.training.train import Pair, TaskData, TrainConfig, Trainer, evaluate, new_task_bundle
+from explorer.training.data import Pair, TaskData
+from explorer.training.evaluation import evaluate
+from explorer.training.train import TrainConfig, Trainer, new_task_bundle
 
 SPEC = TaskSpec("copy", 1, 5)
 TINY = {"embed": 6, "hidden": 8, "attn_dim": 5, "bidirectional": False}

@@ -34,7 +34,8 @@ import json, sys, torch
 torch.set_num_threads(1)
 from explorer.training.distributed import run_ranks
 from explorer.data.tasks import TaskSpec
-from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
+from explorer.training.data import TaskData
+from explorer.training.train import TrainConfig, Trainer, new_task_bundle
 
 def trainer(world=None, **options):
     cfg = {k: options.pop(k) for k in list(options) if k in ("teacher_forcing", "steps")}
@@ -114,7 +115,7 @@ print(json.dumps(run_ranks(3, torch.device("cpu"), body)))
 
 def test_ranks_split_each_evaluation_and_add_up_to_one_processs_metrics() -> None:
     out = run_script("""
-from explorer.training.train import evaluate
+from explorer.training.evaluation import evaluate
 def body(world):
     t = trainer(world)
     t.run(steps=2)

@@ -22,7 +22,8 @@ from explorer.jobs import (FAILED, FINISHED, NEW, QUEUED, RUNNING, STOPPED, JobR
                                    task_job, translation_job)
 from explorer.training.probes import Thinned, Watched
 from explorer.data.tasks import TaskSpec
-from explorer.training.train import TaskData, TrainConfig, Trainer, new_task_bundle
+from explorer.training.data import TaskData
+from explorer.training.train import TrainConfig, Trainer, new_task_bundle
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -247,15 +247,14 @@ def test_accuracy_figure_draws_each_curve(trained_copy):
 def test_evaluation_stops_decoding_where_scoring_stops(trained_copy, make_random_bundle, monkeypatch):
     """`evaluate` decodes only len(target) + 1 steps (what scoring reads): the same metrics as decoding
     on to the length cap, for a trained model beyond its lengths and for a random one that never stops."""
-    import explorer.training.train as train_module
-    from explorer.training.evaluation import task_pairs
-    from explorer.training.train import evaluate
-    uncapped = train_module.greedy_batch
+    import explorer.training.evaluation as evaluation_module
+    from explorer.training.evaluation import evaluate, task_pairs
+    uncapped = evaluation_module.greedy_batch
     for bundle in (trained_copy.bundle, make_random_bundle(attention="dot", seed=4)):
         pairs = task_pairs(bundle, 60, seed=3, min_len=1, max_len=9)
         capped = evaluate(bundle.model, pairs)
         with monkeypatch.context() as m:
-            m.setattr(train_module, "greedy_batch", lambda model, sources, max_len=None: uncapped(model, sources))
+            m.setattr(evaluation_module, "greedy_batch", lambda model, sources, max_len=None: uncapped(model, sources))
             full = evaluate(bundle.model, pairs)
         assert capped == full
 

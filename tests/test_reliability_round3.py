@@ -197,7 +197,8 @@ def test_a_model_is_refused_before_training_or_its_checkpoint_loads(name, note, 
 
 
 def test_the_trainer_refuses_a_model_it_could_not_save_before_any_step():
-    from explorer.training.train import TaskData, Trainer, TrainConfig
+    from explorer.training.data import TaskData
+    from explorer.training.train import Trainer, TrainConfig
     bundle = small_bundle()
     bundle.name = "n" * 5000
     task = bundle.task_obj

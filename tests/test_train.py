@@ -20,8 +20,9 @@ from explorer.data.tasks import TaskSpec, make_task
 from explorer.engine.trace import Trace, trace
 from explorer.training import train
 from explorer.training.probes import trace_probe
-from explorer.training.train import (TARGET_CHECK_GAP, Metrics, Pair, Progress, TaskData, Tally, TrainConfig, Trainer,
-                           batch_loss, collate, evaluate, new_task_bundle, tally, token_loss)
+from explorer.training.data import Pair, TaskData
+from explorer.training.evaluation import Metrics, Tally, evaluate, tally
+from explorer.training.train import (TARGET_CHECK_GAP, Progress, TrainConfig, Trainer, batch_loss, collate, new_task_bundle, token_loss)
 from explorer.data.vocab import EOS_ID, PAD_ID, SOS_ID
 
 SMALL_MODEL = {"embed": 8, "hidden": 16, "attn_dim": 8, "bidirectional": False}

@@ -188,7 +188,9 @@ def _train(order: Order, stop: threading.Event, send) -> None:
     from explorer.checkpoints import checkpoint
     from explorer.training.probes import Watched, probe_target, take_probe
     from explorer.training.validation import teacher_forced_loss
-    from explorer.training.train import Metrics, TaskData, Trainer, evaluate, task_config
+    from explorer.training.data import TaskData
+    from explorer.training.evaluation import Metrics, evaluate
+    from explorer.training.train import Trainer, task_config
     notes: list[str] = []
     bundle, built, held_out = order.recipe.setup(note=notes.append)
     cfg, steps = order.cfg, order.steps

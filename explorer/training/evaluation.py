@@ -1,19 +1,99 @@
-"""Scoring checkpoints: toy-task accuracy (also by input length), translation BLEU, and translating text."""
+"""Scoring models: `evaluate` (greedy decoding against the targets; training's validation too), toy-task accuracy
+(also by input length), translation BLEU, and translating text."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import asdict, astuple, dataclass, replace
 from typing import Any, Callable, Sequence
 
 from explorer.engine.bundle import ModelBundle
 from explorer.engine.copying import copied_outputs
-from explorer.engine.decoding import batch_sources, beam_search, greedy_batch, strip_output
+from explorer.engine.decoding import beam_search, greedy_batch, strip_output
 from explorer.errors import ExplorerError
 from explorer.engine.lengths import cut_note, output_cap, output_caps
 from explorer.limits import check_beam, check_lengths, check_samples
-from explorer.data.tasks import make_task
-from explorer.training.train import Pair, evaluate
+from explorer.data.tasks import argmax_hits, make_task
+from explorer.data.vocab import EOS_ID, PAD_ID
+from explorer.engine.model import Seq2Seq
+from explorer.training.data import Pair
+from explorer.training.distributed import World
+
+
+@dataclass
+class Metrics:
+    """Exact match (whole output right), token accuracy (position-wise, <eos> included), alignment accuracy."""
+
+    n: int
+    exact_match: float
+    token_accuracy: float
+    alignment_accuracy: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The counts behind Metrics. Counts of parts of a validation set add up to the whole set's, so two
+    processes can each score part of it (distributed.py)."""
+
+    n: int = 0
+    exact: int = 0
+    tokens_right: int = 0
+    tokens_total: int = 0
+    alignment_hits: int = 0
+    alignment_counted: int = 0
+
+    def __add__(self, other: "Tally") -> "Tally":
+        return Tally(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+    def summed(self, world: World | None) -> "Tally":
+        """The counts of every rank's part added up (one all_reduce; itself without a world)."""
+        return self if world is None or world.size == 1 else Tally(*(int(v) for v in world.sum(list(astuple(self)))))
+
+    def metrics(self) -> Metrics:
+        return Metrics(self.n, self.exact / self.n if self.n else 0.0,
+                       self.tokens_right / self.tokens_total if self.tokens_total else 0.0,
+                       self.alignment_hits / self.alignment_counted if self.alignment_counted else None)
+
+
+def evaluate(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Metrics:
+    """Greedy-decode every pair (batched) and score it against its target."""
+    return tally(model, pairs, chunk).metrics()
+
+
+def tally(model: Seq2Seq, pairs: Sequence[Pair], chunk: int = 512) -> Tally:
+    """evaluate()'s counts: greedy-decode every pair (batched) and count what is right."""
+    was_training = model.training
+    model.eval()
+    exact = tokens_right = tokens_total = hits = counted = 0
+    try:
+        for start in range(0, len(pairs), chunk):
+            part = pairs[start: start + chunk]
+            # Scoring reads at most len(target) + 1 tokens (the target and its <eos>), so decoding stops
+            # there: the same metrics, without running a failing model on to its length cap.
+            longest = min(model.cfg.max_tgt_len, max(len(p.tgt) for p in part) + 1)
+            out = greedy_batch(model, [p.src for p in part], max_len=longest)
+            ids = out.ids.tolist()
+            # each step's attention argmax, for the whole chunk at once (one copy off a GPU), only where some
+            # pair has a true alignment (translation pairs have none); padding has weight 0 and a row's real
+            # positions sum to 1, so the argmax of a full row is that of its real part
+            aligned = out.weights is not None and any(p.alignment is not None for p in part)
+            top = out.weights.argmax(-1).tolist() if aligned else None
+            for b, p in enumerate(part):
+                pred = strip_output(ids[b])
+                exact += pred == list(p.tgt) and EOS_ID in ids[b][: len(p.tgt) + 1]
+                truth = list(p.tgt) + [EOS_ID]
+                row = ids[b] + [PAD_ID] * max(0, len(truth) - len(ids[b]))
+                tokens_right += sum(int(row[t] == truth[t]) for t in range(len(truth)))
+                tokens_total += len(truth)
+                if p.alignment is not None and top is not None:
+                    h, c = argmax_hits(top[b], p.alignment)
+                    hits, counted = hits + h, counted + c
+    finally:
+        model.train(was_training)
+    return Tally(len(pairs), int(exact), tokens_right, tokens_total, hits, counted)
 
 
 def task_pairs(bundle: ModelBundle, samples: int, seed: int, min_len: int | None = None,

@@ -14,7 +14,7 @@ from explorer.errors import ExplorerError
 from explorer.limits import LIMITS, Limits
 from explorer.data.robust import Variation
 from explorer.data.subwords import is_chinese, prepare_source, prepare_text
-from explorer.training.train import Pair, PairData, PairEncoder, spelt_afresh
+from explorer.training.data import Pair, PairData, PairEncoder, spelt_afresh
 from explorer.data.vocab import UNK
 
 MAX_UNKNOWN = 0.2  # a file with more of its tokens outside the model's vocabularies is refused

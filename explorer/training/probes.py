@@ -13,7 +13,7 @@ from typing import Any
 
 from explorer.engine.bundle import ModelBundle
 from explorer.errors import ExplorerError
-from explorer.training.train import DataSource, Pair
+from explorer.training.data import DataSource, Pair
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import threading
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -24,8 +23,8 @@ from explorer.engine.seeding import seeded_model
 from explorer.training.distributed import World, usable_cores
 from explorer.training.probes import trace_probe
 from explorer.data.tasks import TaskSpec
-from explorer.training.train import (Callback, Pair, PairData, PairEncoder, TaskData, Trainer, TrainConfig, TrainResult, new_task_bundle,
-                    spelt_afresh, task_config)
+from explorer.training.data import Pair, PairData, PairEncoder, TaskData, spelt_afresh
+from explorer.training.train import Callback, Trainer, TrainConfig, TrainResult, new_task_bundle, task_config
 from explorer.data.vocab import Vocab
 
 MODEL_FIELDS = tuple(s.name for s in settings.SETTINGS if s.group == "model")

@@ -14,7 +14,8 @@ from torch import nn
 
 from explorer.data.vocab import PAD_ID
 from explorer.engine.devices import model_device
-from explorer.training.train import Pair, collate, token_loss
+from explorer.training.data import Pair
+from explorer.training.train import collate, token_loss
 
 
 def teacher_forced_loss(model: nn.Module, pairs: Sequence[Pair], chunk: int = 512) -> float:
