@@ -311,6 +311,27 @@ def test_a_step_4_the_mixture_does_not_reproduce_is_searched_through_decode_step
             start.T, 2, -1))
 
 
+def test_the_paths_ends_score_as_every_row_does(random_bundle):
+    """Captum's convergence delta scores the path's two ends without gradients, T identical rows each: read
+    from one row's pass, the same scores as every row's own."""
+    from explorer.engine.attribution import _chosen_score, baseline_embedding
+    bundle = random_bundle
+    prepared = bundle.prepare("1234")
+    src = torch.tensor([prepared.ids])
+    out = torch.tensor([trace(bundle, prepared).output_ids.tolist()])
+    T = out.shape[1]
+    forward = _chosen_score(bundle.model, src, out)
+    with torch.no_grad():
+        x = bundle.model.encoder.embed(src)
+    for end in (x, baseline_embedding(bundle.model).expand_as(x)):
+        rows = end.expand(T, -1, -1).contiguous()
+        with torch.no_grad():
+            once = forward(rows, torch.arange(T))
+        with torch.enable_grad():
+            each = forward(rows.clone().requires_grad_(), torch.arange(T)).detach()
+        torch.testing.assert_close(once, each, rtol=1e-5, atol=1e-6)
+
+
 def test_the_score_explained_at_each_step_is_the_one_the_trace_computed(random_bundle):
     """What the gradient methods differentiate at step t is p(y_t | x, y_<t) as the trace computed it, at every
     step: also after an untrained model wrote <pad> (id 0) as a token, which the prefix was cut at before (the

@@ -80,6 +80,8 @@ def _chosen_score(model: Seq2Seq, src: Tensor, out: Tensor, target: str = IG_TAR
     every = _every_step(model, src, out, target)
 
     def forward(x: Tensor, step: Tensor) -> Tensor:
+        if not torch.is_grad_enabled() and torch.equal(x, x[:1].expand_as(x)):  # Captum's delta: the ends of the path
+            return every(x[:1])[0].gather(0, step)  # one row's pass reads every step: the rows are one input
         return every(x).gather(1, step.unsqueeze(1)).squeeze(1)
     return forward
 
@@ -176,10 +178,13 @@ def _gradients(model: Seq2Seq, src: Tensor, out: Tensor,
     x = x.expand(T, -1, -1).contiguous()  # (T, S, E): one row per step explained
     baseline = baseline_embedding(model).to(x.dtype).expand_as(x).contiguous()
     steps = torch.arange(T, device=x.device)
+    gradient_func = _path_gradients(model, src, out)  # the T rows of x are one input: one pass reads every step
     with torch.enable_grad():
-        grad_x_input = InputXGradient(forward).attribute(x.clone().requires_grad_(), additional_forward_args=steps)
+        input_x_gradient = InputXGradient(forward)
+        input_x_gradient.gradient_func = gradient_func
+        grad_x_input = input_x_gradient.attribute(x.clone().requires_grad_(), additional_forward_args=steps)
         integrated = IntegratedGradients(forward)
-        integrated.gradient_func = _path_gradients(model, src, out)
+        integrated.gradient_func = gradient_func
         ig, delta = integrated.attribute(
             x, baselines=baseline, additional_forward_args=steps, n_steps=ig_steps, return_convergence_delta=True,
             internal_batch_size=max(T, ROWS_PER_PASS))
