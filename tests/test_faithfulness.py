@@ -253,6 +253,12 @@ def test_every_architecture_gets_attributions(random_bundle):
     assert (e.counterfactuals is None) == (bundle.model.cfg.attention == "none")
 
 
+def _decoded(bundle, text: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The input's ids and the greedy output's ids, (1, S) and (1, T): what the attributions explain."""
+    prepared = bundle.prepare(text)
+    return torch.tensor([prepared.ids]), torch.tensor([trace(bundle, prepared).output_ids.tolist()])
+
+
 def test_the_path_s_gradients_are_captums_per_row_gradients(random_bundle):
     """The gradient function integrated gradients gets (one forward per path point, a batched backward for its
     steps) returns for every row of the path what Captum's own compute_gradients does (one forward per row), on
@@ -260,9 +266,7 @@ def test_the_path_s_gradients_are_captums_per_row_gradients(random_bundle):
     from captum._utils.gradient import compute_gradients
     from explorer.engine.attribution import _chosen_score, _path_gradients
     bundle = random_bundle
-    prepared = bundle.prepare("1234")
-    src = torch.tensor([prepared.ids])
-    out = torch.tensor([trace(bundle, prepared).output_ids.tolist()])
+    src, out = _decoded(bundle, "1234")
     T = out.shape[1]
     forward = _chosen_score(bundle.model, src, out)
     with torch.no_grad():
@@ -281,9 +285,7 @@ def test_the_adversarys_search_reads_the_outputs_decode_step_gives(random_attent
     Control(weights=α̃), and the model's own α_t is how the search knows it may use them."""
     from explorer.engine.attribution import _MixedReadout, _step_starts
     bundle = random_attention_bundle
-    prepared = bundle.prepare("1234")
-    src = torch.tensor([prepared.ids])
-    out = torch.tensor([trace(bundle, prepared).output_ids.tolist()])
+    src, out = _decoded(bundle, "1234")
     start, alpha, p = _step_starts(bundle.model, src, out)
     mixed = _MixedReadout(start, alpha, p)
     assert mixed.exact
@@ -299,9 +301,7 @@ def test_a_step_4_the_mixture_does_not_reproduce_is_searched_through_decode_step
     bundle = make_random_bundle("gru", "additive")
     affine = bundle.model.readout
     monkeypatch.setattr(bundle.model, "readout", lambda s, c, tokens=None: torch.tanh(affine(s, c, tokens)) * 9)
-    prepared = bundle.prepare("1234")
-    src = torch.tensor([prepared.ids])
-    out = torch.tensor([trace(bundle, prepared).output_ids.tolist()])
+    src, out = _decoded(bundle, "1234")
     start, alpha, p = _step_starts(bundle.model, src, out)
     mixed = _MixedReadout(start, alpha, p)
     assert not mixed.exact
@@ -316,9 +316,7 @@ def test_the_paths_ends_score_as_every_row_does(random_bundle):
     from one row's pass, the same scores as every row's own."""
     from explorer.engine.attribution import _chosen_score, baseline_embedding
     bundle = random_bundle
-    prepared = bundle.prepare("1234")
-    src = torch.tensor([prepared.ids])
-    out = torch.tensor([trace(bundle, prepared).output_ids.tolist()])
+    src, out = _decoded(bundle, "1234")
     T = out.shape[1]
     forward = _chosen_score(bundle.model, src, out)
     with torch.no_grad():
