@@ -335,7 +335,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                  on_progress=lambda done, total: progress.on_count(done, total, "pairs"),
                                  note=lambda text: progress.message(f"note: {text}"))
     if args.data is not None and progress.started is not None:
-        progress.message(f"done: {report['n']:,} pairs scored in {fmt_seconds(progress.clock() - progress.started)}")
+        progress.finish(f"done: {report['n']:,} pairs scored in {fmt_seconds(progress.clock() - progress.started)}")
     if "bleu_note" in report:  # BLEU says nothing here: exact match and chrF lead, and the note says why
         first = [key for key in ("n", "exact_match", "chrf") if key in report]
         report = {**{key: report[key] for key in first}, **report}
@@ -482,7 +482,7 @@ def cmd_faithfulness(args: argparse.Namespace) -> int:
     done = explanations.explain_sources(bundle, sources, **options,
                                         on_progress=lambda n, total: progress.on_count(n, total, "sentences"))
     if progress.started is not None:
-        progress.message(f"done: {len(done):,} sentences explained in "
+        progress.finish(f"done: {len(done):,} sentences explained in "
                          f"{fmt_seconds(progress.clock() - progress.started)}")
     report = faithfulness.summarise(done)
     if args.json:

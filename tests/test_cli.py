@@ -408,31 +408,56 @@ def test_progress_prints_a_line_at_least_every_5_seconds_with_eta():
     for step in range(1, 101):
         clock.now = step * 0.6  # 0.6 s a step: 60 s in all
         progress.on_step(Step(step))
-    lines = out.getvalue().splitlines()
-    assert 11 <= len(lines) <= 13, lines
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert "\r" not in text and 11 <= len(lines) <= 13, lines
     first = lines[0]
-    assert first.startswith("step 10/100") or first.startswith("step 9/100"), first
-    for key in ("loss 0.5000", "64 ex/s", "elapsed 5s", "ETA "):
-        assert key in first, first
-    assert "ETA 54s" in lines[0] or "ETA 55s" in lines[0], lines[0]
+    assert first.startswith("training:  10% 10/100 [00:05<00:5") or first.startswith("training:   9% 9/100"), first
+    assert "<00:54," in first or "<00:55," in first, first  # 90 steps left at 0.6 s a step
+    assert first.endswith(" 1.67 steps/s, loss 0.5000, 64 ex/s]"), first
 
 
-def test_progress_on_a_terminal_is_a_bar_redrawn_in_place_and_quiet_is_silent():
+def test_progress_on_a_terminal_is_a_bar_redrawn_in_place_and_quiet_is_silent(monkeypatch):
     import io
+
+    import tqdm.std
 
     from explorer.training.progress import ConsoleProgress
     clock, out = FakeClock(), io.StringIO()
+    monkeypatch.setattr(tqdm.std, "time", clock)  # tqdm's own clock, for its redraw interval
     progress = ConsoleProgress(stream=out, bar=True, clock=clock)
     for step in range(1, 11):
         clock.now = step * 1.0
         progress.on_step(Step(step, 10))
     text = out.getvalue()
-    assert text.count("\r") >= 9 and "\n" not in text and "[" + "#" * 24 + "]" in text
+    assert text.count("\r") >= 9 and "\n" not in text and "| 10/10 [00:09<00:00, " in text
+    assert text.endswith("steps/s, loss 0.5000, 64 ex/s]") and "100%|" in text
+    progress.finish("done: 10 steps")
+    assert out.getvalue()[len(text):].endswith("\rdone: 10 steps\n"), "the bar is cleared, the last line replaces it"
     quiet = io.StringIO()
     silent = ConsoleProgress(stream=quiet, quiet=True, clock=clock)
     silent.on_step(Step(1))
     silent.message("x")
     assert quiet.getvalue() == ""
+
+
+def test_a_terminal_that_reports_no_size_still_gets_the_bar():
+    """A fresh pty says it is 0 x 0 (`script`, some CI runners); tqdm alone then draws nothing at all."""
+    import os
+    import pty
+
+    from explorer.training.progress import ConsoleProgress
+    leader, follower = pty.openpty()
+    assert tuple(os.get_terminal_size(follower)) == (0, 0)
+    with os.fdopen(follower, "w", encoding="utf-8") as stream:
+        progress = ConsoleProgress(stream=stream)
+        assert progress.bar
+        for step in range(1, 11):
+            progress.on_step(Step(step, 10))
+        progress.finish("done")
+    text = os.read(leader, 65536).decode("utf-8")
+    os.close(leader)
+    assert "training:  10%|" in text and "| 1/10 [" in text and "loss 0.5000" in text, repr(text)
 
 
 def test_a_300_pair_file_trains_a_useful_model_with_the_defaults(tmp_path, capsys):
@@ -476,7 +501,7 @@ def test_counted_progress_reports_items_rate_and_eta():
         clock.now = done / 32
         progress.on_count(done, 640, "pairs")
     lines = out.getvalue().splitlines()
-    assert lines[0] == "pairs 192/640  32 pairs/s  elapsed 6s  ETA 14s", lines
+    assert lines[0] == "pairs:  30% 192/640 [00:06<00:14, 32.00 pairs/s]", lines
     assert 3 <= len(lines) <= 4
 
 
