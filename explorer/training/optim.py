@@ -1,7 +1,7 @@
 """Adam, as torch.optim.Adam computes it, without going through torch.optim.
 
-Every torch.optim optimizer's `step` and `zero_grad` import torch._dynamo the first time they run
-(torch.optim.optimizer._use_grad_for_differentiable, torch._disable_dynamo): 1.5 s on these machines,
+torch.optim imports torch._dynamo when an optimizer is built or first steps (torch._disable_dynamo): with torch
+2.13.0, building torch.optim.Adam and its first step take 1.5-2.2 s on these 2-core machines (load 2.7-4),
 paid by every `explorer train` run, a sixth of a 10-second training, for a compiler that training never
 uses. This is the same update, operation for operation (torch's foreach implementation, without weight
 decay or amsgrad); tests/test_optim.py checks it gives torch.optim.Adam's parameters exactly.
