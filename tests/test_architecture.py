@@ -1,11 +1,11 @@
-"""The package's import graph has no cycles, imports only down the layers (docs/ARCHITECTURE.md), and no
+"""The package imports only down its layers and has no import cycle (import-linter's contracts in
+pyproject.toml's [tool.importlinter], docs/ARCHITECTURE.md), its pages' engine links point down too, and no
 module reaches into another module's private names.
 
-Read with `ast`, not by importing: every `import` statement counts as an edge, at module level and
-inside functions alike (a function-level import is how a cycle usually hides: it works until someone
-moves it to the top). `from explorer.x import y` is an edge to `explorer.x.y` when `y` is a module,
-else to `explorer.x`. The test fails with the cycle it found, so the fix is to move the shared piece
-down to the module both sides can import.
+import-linter reads every `import` statement, at module level and inside functions alike (a function-level
+import is how a cycle usually hides: it works until someone moves it to the top), but not a page's
+`engine_module("...")` link: test_the_pages_engine_links_point_down holds those. The private-name checks read
+the source with `ast`.
 """
 
 from __future__ import annotations
@@ -46,58 +46,34 @@ def imported(tree: ast.AST, name: str) -> list[tuple[str, str | None, ast.AST]]:
     return found
 
 
-def edges(name: str) -> set[str]:
-    """The explorer modules `name` imports."""
-    out = set()
-    for module, item, _ in imported(ast.parse(MODULES[name].read_text()), name):
-        if item and f"{module}.{item}" in MODULES:
-            out.add(f"{module}.{item}")
-        elif module in MODULES:
-            out.add(module)
-    out.discard(name)
-    return out
+def test_the_import_contracts_hold(capsys):
+    """Layers import downward (every top-level module has a layer), and no package's children import in a
+    cycle: import-linter reports what broke and which imports to remove."""
+    from importlinter.cli import lint_imports
+    status = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
+    assert status == 0, capsys.readouterr().out
 
 
-GRAPH = {name: edges(name) for name in MODULES}
+def test_the_pages_engine_links_point_down():
+    """A page's engine_module("...") target is below the top (CLI) layer, and neither is a page nor imports one
+    (directly or not): the link would be a cycle once it became a plain import."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: import-linter brings tomli
+        import tomli as tomllib
 
-
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One cycle as a path that starts and ends at the same module, or None (depth-first search)."""
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
-            if nxt not in state and (cycle := visit(nxt)):
-                return cycle
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (cycle := visit(node)):
-            return cycle
-    return None
-
-
-def test_the_graph_sees_the_package():
-    assert "explorer.training.train" in GRAPH["explorer.jobs"]
-    assert "explorer.app.views" in GRAPH["explorer.app.pages.explore"], "engine_module(...) counts as an import"
-    assert "explorer.engine.model" in GRAPH["explorer.engine.decoding"]
-
-
-def test_find_cycle_reports_a_cycle():
-    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert find_cycle({"a": {"b"}, "b": set()}) is None
-
-
-def test_no_import_cycles():
-    cycle = find_cycle(GRAPH)
-    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+    import grimp
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    top = {f"explorer.{m.strip()}" for m in contracts[0]["layers"][0].split(":")}
+    graph = grimp.build_graph("explorer")
+    links = [(name, module) for name in MODULES if name.startswith("explorer.app.pages.")
+             for module, item, node in imported(ast.parse(MODULES[name].read_text()), name)
+             if isinstance(node, ast.Call)]
+    assert ("explorer.app.pages.explore", "explorer.app.views") in links, "engine_module(...) calls are found"
+    for page, target in links:
+        assert target not in top, f"{page} links {target}, in the layer above the app"
+        reached = graph.find_upstream_modules(target) | {target}
+        assert not any(m.startswith("explorer.app.pages") for m in reached), f"{page} -> {target} leads back to a page"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -148,38 +124,3 @@ def test_no_reach_into_private_attributes(name):
     allowed = ALLOWED_REACH_INS.get(name, ())
     found = [f for f in reach_ins(name) if not f.startswith(allowed)]
     assert not found, f"{name} reads private attributes of other objects: {', '.join(found)}"
-
-
-# The layers, lowest first: a module imports its own layer or lower ones, never higher (docs/ARCHITECTURE.md).
-LAYERS = (
-    ("shared", ("explorer.errors", "explorer.defaults", "explorer.settings", "explorer.equations", "explorer.limits", "explorer.storage",
-                "explorer.outside_text")),
-    ("data", ("explorer.data",)),
-    ("record", ("explorer.record", "explorer.faithfulness")),  # the torch-free records: tokens, alignments from data
-    ("engine", ("explorer.engine",)),
-    ("checkpoints", ("explorer.checkpoints",)),
-    ("training", ("explorer.training",)),
-    ("jobs", ("explorer.jobs",)),
-    ("app", ("explorer.app",)),
-    ("cli", ("explorer.__main__", "explorer.cli_checks")),
-)
-
-
-def layer_of(name: str) -> int:
-    for rank, (_, prefixes) in enumerate(LAYERS):
-        if any(name == p or name.startswith(p + ".") for p in prefixes):
-            return rank
-    raise AssertionError(f"{name} belongs to no layer: add it to LAYERS (and docs/ARCHITECTURE.md)")
-
-
-def test_every_module_has_a_layer():
-    for name in MODULES:
-        if name not in ("explorer",) and not MODULES[name].name == "__init__.py":
-            layer_of(name)
-
-
-def test_layers_import_downward():
-    upward = [f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})"
-              for a, targets in GRAPH.items() if a != "explorer" and MODULES[a].name != "__init__.py"
-              for b in sorted(targets) if MODULES[b].name != "__init__.py" and layer_of(b) > layer_of(a)]
-    assert not upward, "imports up the layers: " + "; ".join(upward)
