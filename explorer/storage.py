@@ -143,9 +143,7 @@ def writer_lock(target: Path) -> Iterator[None]:
     """Hold `.NAME.lock` beside `target` for the duration: a second writer (another process or
     thread) is refused at once with a message, instead of both
     reporting success while one silently loses. Re-entrant within one thread.
-
-    Not filelock (4.3.2, measured): it leaves `.NAME.lock` beside every checkpoint (tests/test_reliability_attacks.py's
-    two writer tests fail with it), takes a FIFO for a lock file, and its import costs 45-70 ms of start-up."""
+    Not filelock 4.3.2: it leaves .NAME.lock behind (2 writer tests fail), takes a FIFO, and imports in 45-70 ms."""
     lock = target.parent / f".{target.name}.lock"
     key = (threading.get_ident(), os.path.realpath(lock))
     if key in _HELD:

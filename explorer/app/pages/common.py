@@ -85,10 +85,7 @@ class _ParsedUploads:
     """What the server read from uploaded files, kept once per server (keyed by content), least recently used first
     out, within a budget of bytes shared by every session and counted in the server's memory budget
     (limits.uploads_budget: training jobs get the rest). A refusal is kept too, so a rerun does not read again.
-
-    Hand-written: functools' and Streamlit's caches count entries, not bytes; cachetools' LRUCache(getsizeof=)
-    would replace only the eviction's few lines (room made for a read's peak, kept refusals and the lock stay),
-    and it is neither installed nor a dependency of Streamlit 1.67."""
+    Ours: functools' and Streamlit's caches count entries, not bytes; cachetools (getsizeof) is not installed."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes, self.used = max_bytes, 0
