@@ -30,7 +30,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT), str(BENCH), str(ROOT / "tests")]
 
-from browser_support import CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, IDLE  # noqa: E402
+from browser_support import CHARTS, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, IDLE  # noqa: E402
 from run import BARE_APP, _serving, _tree_cpu  # noqa: E402  (run.py's bare app and server start: one floor for both)
 
 DEMO_VIEW = "?model=reverse&input=31415926&step=1&present=1#heatmap"
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     rendered = (f"() => !!document.querySelector('{IDLE}') "
-                f"&& !!document.querySelector('[data-testid=\"stPlotlyChart\"]') && {CHARTS_DRAWN}")
+                f"&& !!document.querySelector('{CHARTS}') && {CHARTS_DRAWN}")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     out = {"when": datetime.datetime.now().isoformat(timespec="seconds"),
            "command": "python benchmarks/demo.py " + " ".join(argv if argv is not None else sys.argv[1:]),

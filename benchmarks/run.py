@@ -597,7 +597,7 @@ def _serving(script: str, cwd: Path, env: dict, log: Path) -> Iterator[tuple[str
 
 
 def worker_coldstart(p: dict) -> dict:
-    from browser_support import CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, IDLE
+    from browser_support import CHARTS, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, IDLE
     from playwright.sync_api import sync_playwright
 
     folder = Path(p["models"])
@@ -606,7 +606,7 @@ def worker_coldstart(p: dict) -> dict:
     # Rendered: the script has finished, there is a chart, every chart has drawn and no element is still
     # a grey placeholder (its renderer's JavaScript has not loaded yet).
     rendered = (f"() => !!document.querySelector('{IDLE}') "
-                f"&& !!document.querySelector('[data-testid=\"stPlotlyChart\"]') && {CHARTS_DRAWN}")
+                f"&& !!document.querySelector('{CHARTS}') && {CHARTS_DRAWN}")
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "EXPLORER_PRETRAINED": str(folder)}
     env.pop("OMP_NUM_THREADS", None)
     if p.get("server_threads"):  # diagnostics: force the server's OpenMP threads

@@ -6,12 +6,14 @@ navigation with one page opened first.
 - `pretrained_at(folder)`: point the engine and the app's caches at that folder for a while.
 - `pretrained`: a module-scoped fixture doing that for `twin_dir()` (`pretrained = app_support.pretrained`).
 - `app_test(page)`: an AppTest of the app's real pages (same url paths as app.py), `page` opened first.
+- `drawn_charts(at)`: every chart of a run by its key, as figure JSON (st.plotly_chart's and the live charts').
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -70,6 +72,17 @@ def pretrained_at(folder: Path) -> Iterator[Path]:
         else:
             os.environ["EXPLORER_PRETRAINED"] = old_env
         clear_caches()
+
+
+def drawn_charts(at) -> dict[str, dict]:
+    """Every chart the run drew, by its key, as the figure JSON the browser gets: st.plotly_chart's and the
+    live charts' (explorer/app/pages/live_chart.py: the step's charts, updated in place)."""
+    from explorer.app.pages.live_chart import NAME
+    out = {el.proto.id.rsplit("-", 1)[-1]: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+    for el in at.get("bidi_component"):
+        if el.proto.component_name == NAME:
+            out[el.proto.id.rsplit("-", 1)[-1]] = json.loads(json.loads(el.proto.json)["spec"])
+    return out
 
 
 APP = """

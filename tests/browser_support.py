@@ -221,10 +221,14 @@ def wait_idle(page, timeout: float = 180_000, settle: float = RUN_STARTS_WITHIN)
     page.evaluate("() => { window.__explorerSeen = window.__explorerRuns().runs; }")
 
 
+# Every Plotly chart on a page: st.plotly_chart's, and Explore's live charts (updated in place when the step
+# changes: explorer/app/pages/live_chart.py).
+CHARTS = '[data-testid="stPlotlyChart"], [data-testid="explorerLiveChart"]'
+
 # A JavaScript expression, true once no element is a grey loading placeholder (its renderer's code has
 # not arrived) and every Plotly chart on the page has drawn.
-CHARTS_DRAWN = """(!document.querySelector('[data-testid="stSkeleton"]')
-                 && Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+CHARTS_DRAWN = f"""(!document.querySelector('[data-testid="stSkeleton"]')
+                 && Array.from(document.querySelectorAll('{CHARTS}'))
                     .every(el => el.querySelector('.main-svg')))"""
 
 

@@ -7,7 +7,6 @@ The app runs on small untrained checkpoints (tests/explore_models.py) in a tempo
 from __future__ import annotations
 
 import base64
-import json
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ import explorer.engine.trace
 from explorer.checkpoints import checkpoint
 from explorer.checkpoints.registry import SessionModels
 
+from app_support import drawn_charts
 from explore_models import build_models
 
 TIMEOUT = 120
@@ -52,11 +52,10 @@ def errors(at: AppTest) -> list[str]:
 
 def figure(at: AppTest, key: str) -> dict:
     """The plotly figure drawn under a chart key, as JSON."""
-    for el in at.get("plotly_chart"):
-        spec = json.loads(el.proto.spec)
-        if el.proto.id.endswith("-" + key) or getattr(el, "key", None) == key:  # "fig_s" is not "fig_state"
-            return spec
-    raise AssertionError(f"no chart {key}")
+    charts = drawn_charts(at)
+    if key not in charts:
+        raise AssertionError(f"no chart {key}")
+    return charts[key]
 
 
 def decode(array) -> np.ndarray:
@@ -114,7 +113,7 @@ def test_the_hidden_states_are_drawn_once_their_section_is_opened_with_the_trace
     """Closed at first (its charts are not sent); opened, its first tab shows every hᵢ and sₜ of the trace."""
     at = open_app(models_dir)
     hidden_keys = ("explore_fig_h", "explore_fig_s")
-    assert not any(el.proto.id.endswith("-" + k) for el in at.get("plotly_chart") for k in hidden_keys)
+    assert not set(hidden_keys) & set(drawn_charts(at))
     at.session_state["explore_hidden"] = True  # what opening the expander in a browser sets
     ok(at)
     expected = explorer.engine.trace.trace(checkpoint.load(models_dir / "copy.safetensors"), "31415926")
@@ -130,8 +129,7 @@ def test_every_model_renders(models_dir, name):
     ok(at)
     assert state(at, "model") == name
     assert not errors(at), errors(at)
-    keys = {el.proto.id for el in at.get("plotly_chart")}
-    has_heatmap = any("explore_heatmap" in k for k in keys)
+    has_heatmap = "explore_heatmap" in drawn_charts(at)
     if name == "reverse-none":
         assert not has_heatmap
         assert any("no attention" in i.value for i in at.info)
@@ -312,8 +310,7 @@ def test_clicking_a_heatmap_cell_selects_its_step(models_dir):
     assert list(custom[n][:2]) == [4, 2]
     point = {"curve_number": 1, "point_number": n, "point_index": n, "x": cells["x"][n], "y": cells["y"][n],
              "customdata": custom[n].tolist()}
-    at.session_state["explore_heatmap"] = {"selection": {"points": [point], "point_indices": [n], "box": [],
-                                                         "lasso": []}}
+    at.session_state["explore_heatmap"] = {"select": {"selection": {"points": [point]}}}  # the live chart's event
     ok(at)
     assert state(at, "step") == 5
     at.button(key="explore_next").click()  # the old selection does not pull the step back
@@ -385,8 +382,7 @@ def test_temperature_and_masking_change_the_decoding_side_by_side(models_dir):
     at.select_slider(key="explore_temperature").set_value(0.1)
     ok(at)
     assert any("temperature τ = 0.1" in m.value for m in at.markdown)
-    assert any("original" in el.proto.id for el in at.get("plotly_chart"))
-    assert any("changed" in el.proto.id for el in at.get("plotly_chart"))
+    assert {"explore_fig_original", "explore_fig_changed"} <= set(drawn_charts(at))
     at.multiselect(key="explore_masked").set_value([0, 1])
     ok(at)
     assert any("masked x1, x2" in m.value for m in at.markdown)
@@ -514,7 +510,7 @@ def test_downloads_are_offered(models_dir):
     at = open_app(models_dir)
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Trace as JSON" in labels and "Trace as CSV" in labels
-    assert labels.count("HTML") == len(at.get("plotly_chart")) >= 6  # one per figure
+    assert labels.count("HTML") == len(drawn_charts(at)) >= 6  # one per figure
 
 
 
@@ -617,7 +613,7 @@ def test_presenter_mode_draws_each_steps_figures_once_and_no_per_chart_downloads
     first = len(made)
     labels = [b.proto.label for b in at.get("download_button")]
     assert "HTML" not in labels and "Trace as JSON" in labels
-    assert first == len(at.get("plotly_chart")) >= 6
+    assert first == len(drawn_charts(at)) >= 6
     at.session_state["explore_step"] = 2
     ok(at)
     assert len(made) == 2 * first

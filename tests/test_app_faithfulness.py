@@ -6,7 +6,6 @@ no-attention twin gets attributions and a sentence instead of α. Figures are ch
 from __future__ import annotations
 
 import base64
-import json
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from explorer.app.figures import faithfulness as fig_faith
 from explorer.app.pages import faithfulness_compare, faithfulness_panel
 from explorer.checkpoints import checkpoint
 
-from app_support import frame_with
+from app_support import drawn_charts, frame_with
 
 TIMEOUT = 300
 SHIPPED = set(checkpoint.pretrained_names())
@@ -35,7 +34,7 @@ def open_app(page: str = "../app.py", **params) -> AppTest:
 
 
 def charts(at: AppTest) -> dict[str, dict]:
-    return {el.proto.id.rsplit("-", 1)[-1]: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+    return drawn_charts(at)
 
 
 def decode(array) -> np.ndarray:

@@ -5,7 +5,6 @@ the page counts (from 1)."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -13,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from explorer.app import views
 from explorer.app.figures.attention import MASKED_NAME
 
-from app_support import frame_with
+from app_support import drawn_charts, frame_with
 
 TIMEOUT = 180
 
@@ -28,10 +27,10 @@ def open_app(**params) -> AppTest:
 
 
 def figure(at: AppTest, key: str) -> dict:
-    for el in at.get("plotly_chart"):
-        if el.proto.id.endswith("-" + key):
-            return json.loads(el.proto.spec)
-    raise AssertionError(f"no chart {key}")
+    charts = drawn_charts(at)
+    if key not in charts:
+        raise AssertionError(f"no chart {key}")
+    return charts[key]
 
 
 def warnings(at: AppTest) -> list[str]:
@@ -82,7 +81,7 @@ def test_the_hidden_states_section_opens_from_the_link():
     assert at.session_state["explore_hidden"] is True
     figure(at, "explore_fig_h")  # drawn only while the section is open
     closed = open_app(model="reverse", input="31415926")
-    assert not any(el.proto.id.endswith("-explore_fig_h") for el in closed.get("plotly_chart"))
+    assert "explore_fig_h" not in drawn_charts(closed)
 
 
 def test_the_temperature_example_changes_a_translation_in_one_click():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import chromium, clipped_text, open_app, wait_charts, wait_idle
+from browser_support import CHARTS, chromium, clipped_text, open_app, wait_charts, wait_idle
 
 _SHOTS = os.environ.get("EXPLORER_SHOTS") or ("/work/runs/demo" if Path("/work/runs").is_dir() else "")
 SHOTS = Path(_SHOTS) if _SHOTS else None  # None: screenshots stay in the test's temporary folder only
@@ -29,7 +29,7 @@ PAGES = {
 }
 
 # Every chart's legend, title, annotations and (after hovering) toolbar, as screen boxes.
-CHART_BOXES = """() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]')).map(chart => {
+CHART_BOXES = """() => Array.from(document.querySelectorAll('""" + CHARTS + """')).map(chart => {
   const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
   const visible = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
   const key = Array.from(chart.closest('[class*="st-key-"]')?.classList || []).find(c => c.startsWith('st-key-')) || '?';
@@ -82,7 +82,7 @@ def legend_collisions(page) -> list[str]:
     """Legends that cover a title, an annotation or the toolbar, each shown chart hovered so its toolbar shows
     (a chart in a closed section, such as Explore's words view, is not on screen)."""
     found = []
-    for index, chart in enumerate(page.locator('[data-testid="stPlotlyChart"]').all()):
+    for index, chart in enumerate(page.locator(CHARTS).all()):
         if not chart.is_visible():
             continue
         chart.scroll_into_view_if_needed()

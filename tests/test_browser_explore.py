@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import chromium, clipped_text, open_app, streamlit_command, wait_charts, wait_idle
+from browser_support import CHARTS, chromium, clipped_text, open_app, streamlit_command, wait_charts, wait_idle
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,7 +137,7 @@ def test_the_hidden_states_section_opens_with_its_charts_and_stays_open_while_st
     with chromium(width=1600, height=3000) as page:
         open_app(page, server)
         wait_charts(page)
-        charts = page.locator('[data-testid="stPlotlyChart"]')
+        charts = page.locator(CHARTS)
         closed = charts.count()
         assert page.locator(".st-key-explore_fig_h").count() == 0
         page.locator(".st-key-explore_hidden summary").click()

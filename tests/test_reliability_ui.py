@@ -30,7 +30,7 @@ from explorer.checkpoints import checkpoint
 from explorer import jobs
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import new_task_bundle
-from tests.app_support import show_page, upload
+from tests.app_support import drawn_charts, show_page, upload
 
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -116,7 +116,7 @@ def test_a_bad_input_is_one_message_and_the_last_good_trace_stays(explore, text,
     assert len(errors(at)) == 1 and message in errors(at)[0], errors(at)
     assert any(f"last good input: **{GOOD}**" in c.value for c in at.caption)
     assert metric(at, "Correct answer") == GOOD and metric(at, "Output") == output
-    assert any("explore_heatmap" in c.proto.id for c in at.get("plotly_chart")), "the heatmap is still drawn"
+    assert "explore_heatmap" in drawn_charts(at), "the heatmap is still drawn"
     assert at.query_params["input"] == GOOD, "the link keeps the good input"
 
 

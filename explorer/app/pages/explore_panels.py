@@ -56,7 +56,7 @@ def _draw(request: views.Request, cell: str, attn_dim: int) -> None:
     started = time.perf_counter()
     tr = shared.trace_for(request)  # a cache hit: the step never recomputes the trace
     T = tr.steps
-    cell_click = state.selected_cell(st.session_state.get(K + "heatmap"))
+    cell_click = state.heatmap_click()
     if cell_click is not None and cell_click != state.get("last_click"):  # a click AppTest made (no callback)
         state.put("last_click", cell_click)
         state.put("step", cell_click[0] + 1)
@@ -90,7 +90,7 @@ def _draw(request: views.Request, cell: str, attn_dim: int) -> None:
             st.markdown("**Attention αₜᵢ**: rows are output steps yₜ, columns input tokens xᵢ. "
                         "Click a cell to go to its step.")
             shared.chart(lambda: fig_attention.attention_heatmap(tr, step), "attention-heatmap", K + "heatmap",
-                         cache=(request, step), on_select=state.on_heatmap_click, selection_mode="points")
+                         cache=(request, step), on_select=state.on_heatmap_click)
             if tr.alignment is not None:
                 st.caption("Green rings: the true alignment of the task. Red box: the current step.")
             if tr.has_pieces:

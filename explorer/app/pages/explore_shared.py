@@ -12,7 +12,7 @@ from explorer.engine import lengths
 from explorer.errors import ExplorerError
 from explorer.app.figures.margins import fit_margins
 from explorer.app.figures.style import figure_html, plotly_config, presented
-from explorer.app.pages import beam_panel, common, presenter
+from explorer.app.pages import beam_panel, common, live_chart, presenter
 from explorer.app.pages.explore_state import K
 from explorer.record import Trace
 from explorer.app.engine_link import engine_module
@@ -50,8 +50,10 @@ def chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
     offline).
 
     `fig` may be a builder (no arguments); with `cache=(request, step)` it is built once per step, and so is its
-    presenter-mode copy (making that copy was ~25 ms a chart, on every step change). A built figure's margins
-    already hold its labels and colour bar (figures/margins.py), so the browser draws it in one pass."""
+    presenter-mode copy (making that copy was ~25 ms a chart, on every step change) and its JSON; such a chart is
+    a live chart, updated in place when the step changes (`on_select` is then called on a point's click). A built
+    figure's margins already hold its labels and colour bar (figures/margins.py), so the browser draws it in one
+    pass."""
     shown = None
     if callable(fig):
         build = fig
@@ -59,9 +61,17 @@ def chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
         if cache is not None and presenter.on():
             base = fig
             shown = _figure(cache[0], name + " presented", cache[1], lambda: fit_margins(presented(base)))
-    # theme=None: our projector-sized fonts, not Streamlit's chart theme.
-    event = common.chart(st, shown if shown is not None else fig, key=key, config=plotly_config(name),
-                         ready=shown is not None, **kwargs)
+    if cache is not None and cache[1] is not None:
+        # A figure that changes with the step: one plot kept mounted and updated in place (pages/live_chart.py);
+        # st.plotly_chart would unmount it and draw it from scratch on every step.
+        drawn = shown if shown is not None else fig
+        suffix = " presented json" if shown is not None else " json"
+        spec = _figure(cache[0], name + suffix, cache[1], lambda: live_chart.figure_json(drawn))
+        event = live_chart.draw(spec, key=key, config=plotly_config(name), on_select=kwargs.get("on_select"))
+    else:
+        # theme=None: our projector-sized fonts, not Streamlit's chart theme.
+        event = common.chart(st, shown if shown is not None else fig, key=key, config=plotly_config(name),
+                             ready=shown is not None, **kwargs)
     if presenter.on():  # no per-chart links on a projector (and six elements fewer for every step change)
         return event
     st.download_button("HTML", icon=":material/download:", data=lambda: figure_html(fig), file_name=f"{name}.html",

@@ -14,7 +14,7 @@ import streamlit as st
 
 from explorer.errors import ExplorerError
 from explorer.limits import url_number
-from explorer.app.pages import common
+from explorer.app.pages import common, live_chart
 from explorer.record import INTERVENTION_URL_KEYS, Intervention
 from explorer.app.engine_link import engine_module
 
@@ -225,8 +225,13 @@ def selected_cell(event: Any) -> tuple[int, int] | None:
     return None
 
 
+def heatmap_click() -> tuple[int, int] | None:
+    """The heatmap cell (t, i) the last click chose (the heatmap is a live chart: pages/live_chart.py)."""
+    return selected_cell(live_chart.clicked(st.session_state.get(K + "heatmap")))
+
+
 def on_heatmap_click() -> None:
-    cell = selected_cell(st.session_state.get(K + "heatmap"))
+    cell = heatmap_click()
     if cell is not None:
         put("last_click", cell)
         put("step", cell[0] + 1)

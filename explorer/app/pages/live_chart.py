@@ -1,0 +1,100 @@
+"""A Plotly chart that stays mounted while its figure changes: Explore's step charts (issue 42's step change).
+
+Why: Streamlit 1.67's st.plotly_chart hashes the figure into its element id, even with a `key`, and its browser
+component reads the figure only when it mounts, so every chart whose figure changes with the step was unmounted
+and drawn from scratch on each step (Plotly's layout run two or three times over). This component (st.components.v2,
+in the page, no iframe) keeps one plot per key and hands the new figure to `Plotly.react`, which updates the plot in
+place: the heatmap's box moves instead of the heatmap being rebuilt. The figure is still the pure function of the
+trace that st.plotly_chart got (explorer/app/figures/*), sent as the same JSON.
+
+plotly.js is the installed plotly package's own file, served by Streamlit's static route for declared components
+(never a CDN) and loaded once per page, not per render. A click on a point (the heatmap's invisible cell markers)
+comes back as the event `select`, shaped like st.plotly_chart's selection ({"selection": {"points": [...]}}).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import plotly
+import plotly.io as pio
+import streamlit as st
+
+PLOTLY_DIR = Path(plotly.__file__).resolve().parent / "package_data"
+# Declared only for its files: Streamlit serves a declared component's folder at component/<name>/<file>, with
+# browser caching, so the page loads plotly.min.js from this server once.
+_PLOTLY_FILES = st.components.v1.declare_component("plotly_js", path=str(PLOTLY_DIR))
+PLOTLY_URL = f"component/{_PLOTLY_FILES.name}/plotly.min.js"
+
+TESTID = "explorerLiveChart"  # the plot's element, as CHARTS_DRAWN (tests/browser_support.py) finds it
+
+HTML = f'<div class="explorer-live-chart" data-testid="{TESTID}"></div>'
+
+JS = """
+function plotlyOnce(url) {
+  // One plotly.js per page, whichever chart asks first; kept apart from Streamlit's own copy.
+  if (!window.__explorerPlotly) {
+    window.__explorerPlotly = new Promise((resolve, reject) => {
+      const script = document.createElement("script");
+      script.src = new URL(url, document.baseURI).href;
+      script.onload = () => resolve(window.Plotly);
+      script.onerror = () => { window.__explorerPlotly = null; reject(new Error("plotly.js did not load")); };
+      document.head.appendChild(script);
+    });
+  }
+  return window.__explorerPlotly;
+}
+
+function points(event) {
+  return (event.points || []).map(p => ({
+    curve_number: p.curveNumber, point_number: p.pointNumber, point_index: p.pointIndex,
+    x: p.x, y: p.y, customdata: p.customdata,
+  }));
+}
+
+export default async function ({ parentElement, data, setTriggerValue }) {
+  const gd = parentElement.querySelector(".explorer-live-chart");
+  if (!gd) return;
+  gd.__latest = data;  // a newer figure that arrives while one is drawn replaces it
+  const Plotly = await plotlyOnce(data.plotly);
+  if (gd.__latest !== data) return;
+  const figure = JSON.parse(data.spec);
+  await Plotly.react(gd, figure.data || [], figure.layout || {}, { ...data.config, responsive: true });
+  if (data.select && !gd.__selectListener) {
+    gd.__selectListener = true;
+    gd.on("plotly_click", event => {
+      const chosen = points(event);
+      if (chosen.length) setTriggerValue("select", { selection: { points: chosen } });
+    });
+  }
+}
+"""
+
+CSS = ".explorer-live-chart { width: 100%; }"
+
+NAME = "explorer_live_chart"
+_component = st.components.v2.component(NAME, html=HTML, css=CSS, js=JS, isolate_styles=False)
+
+
+def figure_json(fig: Any) -> str:
+    """The figure as st.plotly_chart sends it (plotly.io's JSON, typed arrays as base64)."""
+    return pio.to_json(fig, validate=False)
+
+
+def draw(spec: str, *, key: str, config: dict, on_select: Callable[[], None] | None = None) -> Any:
+    """Draw the figure JSON `spec` under `key`; the same key on the next run updates the same plot.
+
+    `on_select` runs when a point is clicked; `clicked(st.session_state[key])` is then the selection."""
+    data = {"spec": spec, "config": config, "plotly": PLOTLY_URL, "select": on_select is not None}
+    callbacks = {"on_select_change": on_select} if on_select is not None else {}
+    return _component(key=key, data=data, width="stretch", height="content", **callbacks)
+
+
+def clicked(state: Any) -> Any:
+    """The selection of a click on a live chart ({"selection": {"points": [...]}}), from its session state (the
+    component's events by name); None when nothing was clicked."""
+    try:
+        return state.get("select")
+    except AttributeError:
+        return None
