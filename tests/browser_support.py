@@ -226,9 +226,9 @@ def wait_idle(page, timeout: float = 180_000, settle: float = RUN_STARTS_WITHIN)
 CHARTS = '[data-testid="stPlotlyChart"], [data-testid="explorerLiveChart"]'
 
 # A JavaScript expression, true once no element is a grey loading placeholder (its renderer's code has
-# not arrived) and every Plotly chart on the page has drawn.
+# not arrived) and every Plotly chart on the page has drawn (a live chart's frame is there before its code).
 CHARTS_DRAWN = f"""(!document.querySelector('[data-testid="stSkeleton"]')
-                 && Array.from(document.querySelectorAll('{CHARTS}'))
+                 && Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"], [class*="st-key-live_chart_"]'))
                     .every(el => el.querySelector('.main-svg')))"""
 
 

@@ -22,12 +22,9 @@ import plotly.io as pio
 import streamlit as st
 
 PLOTLY_DIR = Path(plotly.__file__).resolve().parent / "package_data"
-# Declared only for its files: Streamlit serves a declared component's folder at component/<name>/<file>, with
-# browser caching, so the page loads plotly.min.js from this server once.
-_PLOTLY_FILES = st.components.v1.declare_component("plotly_js", path=str(PLOTLY_DIR))
-PLOTLY_URL = f"component/{_PLOTLY_FILES.name}/plotly.min.js"
 
-TESTID = "explorerLiveChart"  # the plot's element, as CHARTS_DRAWN (tests/browser_support.py) finds it
+TESTID = "explorerLiveChart"  # the plot's element
+FRAME_PREFIX = "live_chart_"  # the key of the container around each live chart (its class: st-key-live_chart_KEY)
 
 HTML = f'<div class="explorer-live-chart" data-testid="{TESTID}"></div>'
 
@@ -54,8 +51,13 @@ function points(event) {
 }
 
 export default async function ({ parentElement, data, setTriggerValue }) {
-  const gd = parentElement.querySelector(".explorer-live-chart");
-  if (!gd) return;
+  let gd = parentElement.querySelector(".explorer-live-chart");
+  if (!gd) {  // the component's HTML makes it; never draw nowhere
+    gd = document.createElement("div");
+    gd.className = "explorer-live-chart";
+    gd.setAttribute("data-testid", "TESTID");
+    parentElement.appendChild(gd);
+  }
   gd.__latest = data;  // a newer figure that arrives while one is drawn replaces it
   const Plotly = await plotlyOnce(data.plotly);
   if (gd.__latest !== data) return;
@@ -74,7 +76,8 @@ export default async function ({ parentElement, data, setTriggerValue }) {
 CSS = ".explorer-live-chart { width: 100%; }"
 
 NAME = "explorer_live_chart"
-_component = st.components.v2.component(NAME, html=HTML, css=CSS, js=JS, isolate_styles=False)
+_component = st.components.v2.component(NAME, html=HTML, css=CSS, js=JS.replace("TESTID", TESTID),
+                                        isolate_styles=False)
 
 
 def figure_json(fig: Any) -> str:
@@ -82,13 +85,26 @@ def figure_json(fig: Any) -> str:
     return pio.to_json(fig, validate=False)
 
 
+def plotly_url() -> str:
+    """The address of the installed package's plotly.min.js on this server.
+
+    Declared only for its files: Streamlit serves a declared component's folder at component/<name>/<file>, with
+    browser caching. Declared in the run, every time: a declaration outside a script run (the server's preload
+    thread imports this module) is not registered, and the page's plotly.js was then a 404."""
+    files = st.components.v1.declare_component("plotly_js", path=str(PLOTLY_DIR))
+    return f"component/{files.name}/plotly.min.js"
+
+
 def draw(spec: str, *, key: str, config: dict, on_select: Callable[[], None] | None = None) -> Any:
     """Draw the figure JSON `spec` under `key`; the same key on the next run updates the same plot.
 
     `on_select` runs when a point is clicked; `clicked(st.session_state[key])` is then the selection."""
-    data = {"spec": spec, "config": config, "plotly": PLOTLY_URL, "select": on_select is not None}
+    data = {"spec": spec, "config": config, "plotly": plotly_url(), "select": on_select is not None}
     callbacks = {"on_select_change": on_select} if on_select is not None else {}
-    return _component(key=key, data=data, width="stretch", height="content", **callbacks)
+    # The frame is in the page as soon as the run is, before the component's code has loaded and made the plot's
+    # element: so a test or benchmark can wait until every chart has drawn (tests/browser_support.py CHARTS_DRAWN).
+    with st.container(key=FRAME_PREFIX + key):
+        return _component(key=key, data=data, width="stretch", height="content", **callbacks)
 
 
 def clicked(state: Any) -> Any:

@@ -1,0 +1,73 @@
+"""Explore's step charts are live charts (explorer/app/pages/live_chart.py): a step change updates each plot in
+place with Plotly.react instead of unmounting and drawing it from scratch (st.plotly_chart's element id hashes the
+figure, so before every step chart was rebuilt on each step). On the README's demo view at 1024×768: the same plot
+elements stay after → and show the new step's figure (the heatmap's box on the new row, the new step's numbers),
+a click on a heatmap cell still goes to its step, and plotly.js comes from this server, loaded once."""
+
+from __future__ import annotations
+
+import pytest
+
+from browser_support import CHARTS, chromium, open_app, wait_charts, wait_idle
+
+STEP_CHARTS = ("explore_heatmap", "explore_fig_state", "explore_fig_query", "explore_fig_weights",
+               "explore_fig_context", "explore_fig_output")
+
+# Mark every step chart's plot element, so a later look tells whether it is still the same element.
+MARK = """(keys) => keys.forEach(key => { document.querySelector(`.st-key-${key} .js-plotly-plot`).__mark = key; })"""
+MARKED = """(keys) => keys.filter(key => document.querySelector(`.st-key-${key} .js-plotly-plot`)?.__mark === key)"""
+
+# The row of the heatmap's current-step box (its last shape) as drawn, 0-based.
+BOX_ROW = """() => { const gd = document.querySelector('.st-key-explore_heatmap .js-plotly-plot');
+  const s = gd._fullLayout.shapes; return Math.round(s[s.length - 1].y0 + 0.5); }"""
+
+# The α bars as drawn (the weights of the current step): their x and y.
+WEIGHTS = """() => { const d = document.querySelector('.st-key-explore_fig_weights .js-plotly-plot')._fullData[0];
+  return [Array.from(d.x || []).map(String), Array.from(d.y || []).map(String)]; }"""
+
+# The screen point of the heatmap cell (row t, column i), 0-based.
+CELL = """([t, i]) => { const gd = document.querySelector('.st-key-explore_heatmap .js-plotly-plot');
+  const fl = gd._fullLayout, r = gd.getBoundingClientRect();
+  return [r.left + fl._size.l + fl.xaxis.l2p(i), r.top + fl._size.t + fl.yaxis.l2p(t)]; }"""
+
+DEMO = "?model=reverse&input=31415926&step=1&present=1#heatmap"
+
+
+@pytest.fixture(scope="module")
+def server(shipped_server):
+    return shipped_server
+
+
+def test_a_step_change_updates_the_step_charts_in_place(server):
+    with chromium(width=1024, height=768) as page:
+        scripts = []
+        page.on("response", lambda r: scripts.append((r.url, r.status)) if r.url.endswith(".js") and "plotly" in r.url
+                else None)
+        open_app(page, server, DEMO)
+        wait_charts(page)
+        assert page.locator(CHARTS).count() >= len(STEP_CHARTS)
+        assert page.evaluate(BOX_ROW) == 0
+        first_weights = page.evaluate(WEIGHTS)
+        page.evaluate(MARK, list(STEP_CHARTS))
+        page.mouse.click(5, 400)  # the page, not a field, has the keyboard
+        page.keyboard.press("ArrowRight")
+        wait_idle(page)
+        wait_charts(page)
+        assert "step=2" in page.url
+        assert page.evaluate(BOX_ROW) == 1
+        assert page.evaluate(WEIGHTS) != first_weights, "the weights chart shows step 2's α"
+        assert page.evaluate(MARKED, list(STEP_CHARTS)) == list(STEP_CHARTS), "a step chart was drawn anew"
+        ours = [(u, status) for u, status in scripts if u.endswith("/plotly.min.js")]
+        assert len(ours) == 1 and ours[0][0].startswith(server.url) and ours[0][1] == 200, scripts  # from here, once
+
+
+def test_clicking_a_heatmap_cell_goes_to_its_step(server):
+    with chromium(width=1024, height=768) as page:
+        open_app(page, server, DEMO)
+        wait_charts(page)
+        page.locator(".st-key-explore_heatmap .js-plotly-plot").scroll_into_view_if_needed()
+        page.mouse.click(*page.evaluate(CELL, [5, 2]))
+        wait_idle(page)
+        wait_charts(page)
+        assert "step=6" in page.url
+        assert page.evaluate(BOX_ROW) == 5

@@ -1,0 +1,50 @@
+"""The live chart (explorer/app/pages/live_chart.py) under AppTest: what it sends the browser, and that the folder
+of the installed plotly.js it names is declared inside the script run, so the server serves it even when the module
+was first imported outside a run (the server's preload thread does that: a declaration made at import was then
+lost, and the page's plotly.js was a 404 whenever the preload imported the page first)."""
+
+from __future__ import annotations
+
+import json
+
+import plotly.graph_objects as go
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.testing.v1 import AppTest
+
+from explorer.app.pages import live_chart  # imported here, outside any script run, as the preload thread does
+
+SCRIPT = """
+import plotly.graph_objects as go
+from explorer.app.pages import live_chart
+
+fig = go.Figure(go.Bar(x=[1, 2], y=[3, 4]))
+live_chart.draw(live_chart.figure_json(fig), key="bars", config={"displaylogo": False})
+"""
+
+
+def test_the_chart_sends_the_figure_and_the_installed_plotly_js_declared_in_the_run(monkeypatch):
+    declared = []
+    real = st.components.v1.declare_component
+
+    def spy(name, path=None, **kwargs):
+        declared.append((name, path, get_script_run_ctx() is not None))
+        return real(name, path=path, **kwargs)
+
+    monkeypatch.setattr(st.components.v1, "declare_component", spy)
+    at = AppTest.from_string(SCRIPT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    (element,) = [el for el in at.get("bidi_component") if el.proto.component_name == live_chart.NAME]
+    data = json.loads(element.proto.json)
+    assert json.loads(data["spec"]) == json.loads(go.Figure(go.Bar(x=[1, 2], y=[3, 4])).to_json())
+    assert data["plotly"].startswith("component/") and data["plotly"].endswith("/plotly.min.js")
+    assert ("plotly_js", str(live_chart.PLOTLY_DIR), True) in declared  # in the run: kept by its runtime
+    assert (live_chart.PLOTLY_DIR / "plotly.min.js").is_file()
+    assert data["select"] is False
+
+
+def test_a_click_comes_back_as_the_selection():
+    state = {"select": {"selection": {"points": [{"x": 1, "y": 2, "customdata": [4, 2]}]}}}
+    assert live_chart.clicked(state) == state["select"]
+    assert live_chart.clicked({"select": None}) is None
+    assert live_chart.clicked(None) is None
