@@ -63,7 +63,8 @@ _SCRIPT = """
       still = now === lastTop ? still + 1 : 0;
       lastTop = now;
       const drawn = !document.querySelector('[data-testid="stSkeleton"]') && Array.from(
-        document.querySelectorAll('[data-testid="stPlotlyChart"]')).every(c => c.querySelector('.main-svg'));
+        document.querySelectorAll('[data-testid="stPlotlyChart"], [class*="st-key-live_chart_"]'))
+        .every(c => c.querySelector('.main-svg'));  /* live charts: pages/live_chart.py */
       if (drawn && still >= 8) { document.body.dataset.explorerLanded = wanted || fallback; return; }
     }
     setTimeout(tick, 150);
