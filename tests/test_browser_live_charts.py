@@ -1,8 +1,10 @@
 """Explore's step charts are live charts (explorer/app/pages/live_chart.py): a step change updates each plot in
 place with Plotly.react instead of unmounting and drawing it from scratch (st.plotly_chart's element id hashes the
-figure, so before every step chart was rebuilt on each step). On the README's demo view at 1024×768: the same plot
-elements stay after → and show the new step's figure (the heatmap's box on the new row, the new step's numbers),
-a click on a heatmap cell still goes to its step, and plotly.js comes from this server, loaded once."""
+figure, so before every step chart was rebuilt on each step), and a chart off the screen is redrawn only when it
+comes near it, hidden until then. On the README's demo view at 1024×768: the same plot elements stay after → and
+the heatmap's box is on the new row; the α bars below the first screen are hidden, not showing step 1's numbers
+under step 2, until scrolled to, and then show step 2's; a click on a heatmap cell still goes to its step; and
+plotly.js comes from this server, loaded once."""
 
 from __future__ import annotations
 
@@ -64,7 +66,12 @@ def test_a_step_change_updates_the_step_charts_in_place(server):
         wait_charts(page)
         assert "step=2" in page.url
         assert page.evaluate(BOX_ROW) == page.evaluate(DRAWN_BOX_ROW) == 1
-        assert page.evaluate(WEIGHTS) != first_weights, "the weights chart shows step 2's α"
+        weights = page.locator(".st-key-explore_fig_weights .js-plotly-plot")
+        assert page.evaluate(WEIGHTS) == first_weights and not weights.is_visible(), "off the screen: not redrawn, hidden"
+        weights.scroll_into_view_if_needed()
+        page.wait_for_function(f"(old) => JSON.stringify(({WEIGHTS})()) !== JSON.stringify(old)", arg=first_weights)
+        page.wait_for_timeout(300)
+        assert weights.is_visible() and page.evaluate(WEIGHTS) != first_weights, "on the screen: step 2's α"
         assert page.evaluate(MARKED, list(STEP_CHARTS)) == list(STEP_CHARTS), "a step chart was drawn anew"
         ours = [(u, status) for u, status in scripts if u.endswith("/plotly.min.js")]
         assert len(ours) == 1 and ours[0][0].startswith(server.url) and ours[0][1] == 200, scripts  # from here, once

@@ -50,41 +50,57 @@ function points(event) {
   }));
 }
 
-export default async function ({ parentElement, data, setTriggerValue }) {
-  let gd = parentElement.querySelector(".explorer-live-chart");
-  if (!gd) {  // the component's HTML makes it; never draw nowhere
-    gd = document.createElement("div");
-    gd.className = "explorer-live-chart";
-    gd.setAttribute("data-testid", "TESTID");
-    parentElement.appendChild(gd);
+// A chart off the screen is not redrawn when its figure changes (nobody sees that work: on the demo view at
+// 1024x768 four of the six step charts are below the first screen); it is hidden until it has been, so it never
+// shows an earlier step's numbers, and redrawn when it comes within 300 px of the screen.
+const NEAR = 300;
+const nearScreen = gd => {
+  const r = gd.getBoundingClientRect();
+  return r.width > 0 && r.bottom > -NEAR && r.top < window.innerHeight + NEAR;
+};
+const comingIntoView = new IntersectionObserver(entries => {
+  for (const entry of entries) {
+    if (!entry.isIntersecting) continue;
+    const gd = entry.target;
+    comingIntoView.unobserve(gd);
+    if (gd.__pending) {
+      const pending = gd.__pending;
+      gd.__pending = null;
+      draw(gd, pending.data, pending.setTriggerValue);
+    }
   }
+}, { rootMargin: `${NEAR}px 0px` });
+
+async function draw(gd, data, setTriggerValue) {
   gd.__latest = data;  // a newer figure that arrives while one is drawn replaces it
-  let Plotly;
   try {
-    Plotly = await plotlyOnce(data.plotly);
+    const Plotly = await plotlyOnce(data.plotly);
     if (gd.__latest !== data) return;
     const figure = JSON.parse(data.spec), traces = figure.data || [], layout = figure.layout || {};
     const tracesText = JSON.stringify(traces), configText = JSON.stringify(data.config), layoutText = {};
     for (const name of Object.keys(layout)) layoutText[name] = JSON.stringify(layout[name]);
     const before = gd.__drawn;
     gd.__drawn = { tracesText, configText, layoutText };
+    let changed = null;
     if (before && before.tracesText === tracesText && before.configText === configText) {
+      const names = new Set([...Object.keys(layoutText), ...Object.keys(before.layoutText)]);
+      changed = [...names].filter(name => layoutText[name] !== before.layoutText[name]);
+    }
+    if (changed && changed.length === 0) {
+      // the figure it shows already
+    } else if (changed && changed.every(name => name === "shapes")) {
       // The same traces (compared as text, exactly) and a layout that differs only in its shapes (the heatmap
       // from one step to the next: only its box moves): Plotly.relayout redraws the shapes alone (~2 ms where
-      // Plotly.react recomputed the whole heatmap, ~60 ms).
-      const names = new Set([...Object.keys(layoutText), ...Object.keys(before.layoutText)]);
-      const changed = [...names].filter(name => layoutText[name] !== before.layoutText[name]);
-      if (changed.length === 0) return;
-      if (changed.every(name => name === "shapes")) {
-        await Plotly.relayout(gd, { shapes: layout.shapes || [] });
-        return;
-      }
+      // Plotly.react recomputed the whole heatmap, 30-70 ms).
+      await Plotly.relayout(gd, { shapes: layout.shapes || [] });
+    } else {
+      await Plotly.react(gd, traces, layout, { ...data.config, responsive: true });
     }
-    await Plotly.react(gd, traces, layout, { ...data.config, responsive: true });
   } catch (error) {  // a message in the chart's place, never a stack trace
     gd.textContent = "This chart could not be drawn (" + error.message + "): reload the page.";
     return;
   }
+  if (gd.__latest === data && !gd.__pending) gd.style.visibility = "";
   if (data.select && !gd.__selectListener) {
     gd.__selectListener = true;
     gd.on("plotly_click", event => {
@@ -92,6 +108,25 @@ export default async function ({ parentElement, data, setTriggerValue }) {
       if (chosen.length) setTriggerValue("select", { selection: { points: chosen } });
     });
   }
+}
+
+export default function ({ parentElement, data, setTriggerValue }) {
+  let gd = parentElement.querySelector(".explorer-live-chart");
+  if (!gd) {  // the component's HTML makes it; never draw nowhere
+    gd = document.createElement("div");
+    gd.className = "explorer-live-chart";
+    gd.setAttribute("data-testid", "TESTID");
+    parentElement.appendChild(gd);
+  }
+  if (gd.__drawn && !nearScreen(gd)) {  // drawn before, now off the screen: later
+    gd.__latest = data;
+    gd.__pending = { data, setTriggerValue };
+    gd.style.visibility = "hidden";
+    comingIntoView.observe(gd);
+    return;
+  }
+  gd.__pending = null;
+  return draw(gd, data, setTriggerValue);
 }
 """
 
