@@ -181,6 +181,22 @@ def test_the_reference_model_never_takes_the_fast_path():
     assert "IndexCopyBackward0" not in graph_nodes(keys)  # Key(h) of every position, padding too
 
 
+def test_off_the_cpu_training_runs_the_reference_encoder_and_the_batched_decoder(monkeypatch):
+    """fused.py's kernels are tuned for the CPU: a model on another device (CUDA: cuDNN's GRU) trains through
+    nn.GRU and teacher_forced.py, with the reference model's numbers."""
+    import explorer.training.training_forward as training_forward
+    model = Seq2Seq(ModelConfig(src_vocab=13, tgt_vocab=14, bidirectional=True, dropout=0.0))
+    src, lengths, tgt = batch(model.cfg)
+    assert {"DecoderLoopBackward", "GRUScanBackward"} <= graph_nodes(TrainingForward(model)(src, lengths, tgt)[0])
+    monkeypatch.setattr(training_forward, "model_device", lambda _: torch.device("cuda"))
+    logits, weights = TrainingForward(model)(src, lengths, tgt)
+    assert not {"DecoderLoopBackward", "GRUScanBackward"} & graph_nodes(logits)
+    reference, reference_weights = model(src, lengths, tgt)
+    real = (tgt != 0).unsqueeze(-1)  # the reference also computes past a row's target
+    torch.testing.assert_close(logits * real, reference * real, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(weights * real, reference_weights * real, rtol=1e-5, atol=1e-5)
+
+
 def encoder_run(model: Seq2Seq, use_fused: bool, seed: int = 0):
     """h, the final states and every encoder parameter's gradient, through GRUScan or nn.GRU."""
     model.zero_grad(set_to_none=True)

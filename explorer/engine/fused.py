@@ -21,8 +21,8 @@ as views).
 `real_keys_and_values`: on a padded batch, k_i = Key(h_i) and v_i = Value(h_i) of the real positions only.
 
 Only what training needs is covered: GRU cells, a one-layer decoder with attention, no interventions,
-temperature 1, and only while autograd records. explorer/training/training_forward.py chooses this path where it
-applies; every other model, and everything shown in the app (traces, decoding), runs explorer/engine/model.py's
+temperature 1, on the CPU, and only while autograd records. explorer/training/training_forward.py chooses this
+path where it applies; every other model, and everything shown in the app (traces, decoding), runs explorer/engine/model.py's
 `decode_step` and nn.GRU. tests/test_fused.py checks that both paths give the same outputs and gradients.
 
 Under bfloat16 autocast (training's `bf16` option) the products around the two recurrences run in bfloat16,

@@ -1,7 +1,9 @@
 """The forward pass training calls: where explorer/engine/fused.py applies, its path; elsewhere the reference.
 
 `explorer/engine/model.py` is the article's equations as written; training chooses its fast path here, so
-that the reference stays readable and the choice is in one place. `TrainingForward` is an nn.Module whose only
+that the reference stays readable and the choice is in one place. The fused path runs on the CPU alone: its
+kernels are tuned for a CPU (measured in docs/PERFORMANCE.md); on CUDA nn.GRU's cuDNN kernel and the batched
+teacher-forced decoder run instead (not yet measured against fused.py on a GPU: none has been lent). `TrainingForward` is an nn.Module whose only
 parameters are the Seq2Seq's (its state_dict is the model's under `model.`; checkpoints save the Seq2Seq
 itself): DistributedDataParallel wraps it, because DDP prepares its gradient reduction in the forward of
 the module it wraps, and this forward is the one the training step calls.
@@ -17,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from explorer.engine import fused, teacher_forced
+from explorer.engine.devices import model_device
 from explorer.engine.model import Seq2Seq
 
 
@@ -49,8 +52,9 @@ class TrainingForward(nn.Module):
     def _forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor, teacher_forcing: float,
                  generator: torch.Generator | None) -> tuple[Tensor, Tensor | None]:
         model = self.model
-        memory = fused.encode(model, src, lengths)
-        if teacher_forcing >= 1.0 and fused.applies(model):
+        on_cpu = model_device(model).type == "cpu"
+        memory = fused.encode(model, src, lengths) if on_cpu else model.encode(src, lengths)
+        if teacher_forcing >= 1.0 and on_cpu and fused.applies(model):
             return fused.teacher_forced(model, memory, tgt_in)
         if teacher_forcing >= 1.0:
             return teacher_forced.teacher_forced(model, memory, tgt_in)
