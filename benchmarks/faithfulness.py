@@ -178,7 +178,7 @@ def attribution_study(samples: int, seed: int, names: list[str], threads: int) -
                 x = model.encoder.embed(src).expand(T, -1, -1).contiguous()
             add("alpha", np.asarray(tr.weights).argmax(1), sets)
             for target in ("probability", "log_probability", "logit"):
-                forward = attribution._chosen_score(model, src, out, target)
+                forward = attribution._OnePass(model, src, out, target=target).forward
                 with torch.enable_grad():
                     gxi = InputXGradient(forward).attribute(x.clone().requires_grad_(),
                                                             additional_forward_args=steps).detach()

@@ -42,7 +42,7 @@ COUNTERFACTUAL_NAMES: dict[str, str] = {"permuted": "α permuted", "uniform": "u
                                         "adversarial": "adversarial α"}
 IG_STEPS = 32  # integrated gradients' points on the path (Gauss–Legendre, Captum's default method)
 IG_BASELINE = "the mean token embedding at every position"
-IG_TARGET = "logit"  # what the gradient methods explain: y_t's logit (attribution._chosen_score's target)
+IG_TARGET = "logit"  # what the gradient methods explain: y_t's logit (attribution._OnePass's target)
 IG_TARGET_NAME = "logit of y_t"
 IG_TOLERANCE = 0.05  # IG has converged at a step when |Captum's delta| <= this share of the output's change
 EPSILON = 0.05  # the adversarial α keeps the output distribution within this total-variation distance

@@ -264,19 +264,45 @@ def test_the_path_s_gradients_are_captums_per_row_gradients(random_bundle):
     steps) returns for every row of the path what Captum's own compute_gradients does (one forward per row), on
     every cell and score function; a batch not laid out as the path goes to Captum's own."""
     from captum._utils.gradient import compute_gradients
-    from explorer.engine.attribution import _chosen_score, _path_gradients
+    from explorer.engine.attribution import _OnePass
     bundle = random_bundle
     src, out = _decoded(bundle, "1234")
     T = out.shape[1]
-    forward = _chosen_score(bundle.model, src, out)
+    forward = _OnePass(bundle.model, src, out).forward
     with torch.no_grad():
         x = bundle.model.encoder.embed(src)
     path = (x * torch.tensor([0.1, 0.5, 0.9]).view(-1, 1, 1)).repeat_interleave(T, 0)  # 3 points, T rows each
     for steps in (torch.arange(T).repeat(3), torch.arange(T).flip(0).repeat(3)):
         theirs = compute_gradients(forward, (path.clone().requires_grad_(),), None, (steps,))[0]
-        ours = _path_gradients(bundle.model, src, out)(forward, (path.clone().requires_grad_(),), None, (steps,))[0]
+        ours = _OnePass(bundle.model, src, out).gradient_func(forward, (path.clone().requires_grad_(),), None, (steps,))[0]
         torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-6)
         assert theirs.abs().sum() > 0
+
+
+def test_the_paths_ends_are_read_from_integrated_gradients_pass(random_bundle, monkeypatch):
+    """Gradient × input (the gradient at x) and Captum's convergence delta (the scores at x and at the baseline)
+    come from integrated gradients' one pass: the input is encoded once for all three, with the numbers their
+    own passes give."""
+    from captum._utils.gradient import compute_gradients
+    from explorer.engine.attribution import _gradients, _OnePass, baseline_embedding
+    bundle = random_bundle
+    model = bundle.model
+    src, out = _decoded(bundle, "1234")
+    T = out.shape[1]
+    encode, calls = model.encode, []
+    monkeypatch.setattr(model, "encode", lambda *args, **kwargs: calls.append(1) or encode(*args, **kwargs))
+    scores, _, change = _gradients(model, src, out, 8)
+    assert len(calls) == 1
+    monkeypatch.undo()
+    alone = _OnePass(model, src, out)
+    with torch.no_grad():
+        x = model.encoder.embed(src).expand(T, -1, -1).contiguous()
+        ends = alone.forward(x, torch.arange(T)) - alone.forward(
+            baseline_embedding(model).expand_as(x).contiguous(), torch.arange(T))
+    gradient = compute_gradients(alone.forward, (x.clone().requires_grad_(),), None, (torch.arange(T),))[0]
+    np.testing.assert_allclose(scores["grad_x_input"], (gradient * x).sum(-1).double().numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(change, ends.double().numpy(), rtol=1e-4, atol=1e-6)
+    assert np.abs(scores["grad_x_input"]).sum() > 0
 
 
 def test_the_adversarys_search_reads_the_outputs_decode_step_gives(random_attention_bundle):
@@ -314,11 +340,11 @@ def test_a_step_4_the_mixture_does_not_reproduce_is_searched_through_decode_step
 def test_the_paths_ends_score_as_every_row_does(random_bundle):
     """Captum's convergence delta scores the path's two ends without gradients, T identical rows each: read
     from one row's pass, the same scores as every row's own."""
-    from explorer.engine.attribution import _chosen_score, baseline_embedding
+    from explorer.engine.attribution import _OnePass, baseline_embedding
     bundle = random_bundle
     src, out = _decoded(bundle, "1234")
     T = out.shape[1]
-    forward = _chosen_score(bundle.model, src, out)
+    forward = _OnePass(bundle.model, src, out).forward
     with torch.no_grad():
         x = bundle.model.encoder.embed(src)
     for end in (x, baseline_embedding(bundle.model).expand_as(x)):
@@ -334,7 +360,7 @@ def test_the_score_explained_at_each_step_is_the_one_the_trace_computed(random_b
     """What the gradient methods differentiate at step t is p(y_t | x, y_<t) as the trace computed it, at every
     step: also after an untrained model wrote <pad> (id 0) as a token, which the prefix was cut at before (the
     rows after it were read out at an earlier step)."""
-    from explorer.engine.attribution import _chosen_score
+    from explorer.engine.attribution import _OnePass
     from explorer.data.vocab import PAD_ID
     bundle = random_bundle_for("gru", "dot", 1, True)  # its greedy output: 9 then <pad> four times
     for model_bundle in (bundle, random_bundle):
@@ -344,8 +370,8 @@ def test_the_score_explained_at_each_step_is_the_one_the_trace_computed(random_b
         T = tr.steps
         with torch.no_grad():
             x = model_bundle.model.encoder.embed(src).expand(T, -1, -1)
-            got = _chosen_score(model_bundle.model, src, torch.tensor([tr.output_ids.tolist()]), "probability")(
-                x, torch.arange(T))
+            one_pass = _OnePass(model_bundle.model, src, torch.tensor([tr.output_ids.tolist()]), target="probability")
+            got = one_pass.forward(x, torch.arange(T))
         expected = tr.probs[np.arange(T), tr.output_ids]
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-7)
     assert PAD_ID in trace(bundle, bundle.prepare("1234")).output_ids[1:].tolist()

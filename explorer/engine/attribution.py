@@ -75,24 +75,6 @@ def explain(bundle: ModelBundle, source: str | Prepared, tr: Trace | None = None
                        seconds=time.perf_counter() - started)
 
 
-def _chosen_score(model: Seq2Seq, src: Tensor, out: Tensor, target: str = IG_TARGET):
-    """f(x, t) -> y_t's logit (N,) (`target` "probability": p(y_t | x, y_<t), "log_probability": its log) for
-    input embeddings x (N, S, E) of this one input and the step t (N,) each row explains."""
-    every = _every_step(model, src, out, target)
-
-    def forward(x: Tensor, step: Tensor) -> Tensor:
-        if not torch.is_grad_enabled() and torch.equal(x, x[:1].expand_as(x)):  # Captum's delta: the ends of the path
-            return every(x[:1])[0].gather(0, step)  # one row's pass reads every step: the rows are one input
-        return every(x).gather(1, step.unsqueeze(1)).squeeze(1)
-    return forward
-
-
-def _every_step(model: Seq2Seq, src: Tensor, out: Tensor, target: str = IG_TARGET):
-    """u (P, S, E) -> (P, T): y_t's score at every step t for input embeddings u of this one input."""
-    each = _each_step(model, src, out, target)
-    return lambda u: torch.stack(each(u), dim=1)
-
-
 def _each_step(model: Seq2Seq, src: Tensor, out: Tensor, target: str = IG_TARGET):
     """u (P, S, E) -> T tensors (P,): y_t's score at step t for input embeddings u of this one input:
     Seq2Seq.encode given the embeddings, then decode_step fed y_<t as decoded (teacher-forced), read out at
@@ -123,18 +105,36 @@ def _each_step(model: Seq2Seq, src: Tensor, out: Tensor, target: str = IG_TARGET
     return each_step
 
 
-def _path_gradients(model: Seq2Seq, src: Tensor, out: Tensor):
-    """Captum's gradient function for integrated gradients' path (IntegratedGradients.gradient_func): the
-    per-row gradients of `_chosen_score`, as captum's own `compute_gradients` gives them, from one forward per
-    path point instead of one per row: the T rows of a point share their input (one row per step explained), so
-    one pass gives every step's y_t score, and batched backwards (one cotangent per step) each row's gradient,
-    STEP_GROUP steps at a time from the group's last step down (the later steps' zero gradients are not run).
-    Any other batch goes to Captum's own."""
-    from captum._utils.gradient import compute_gradients
-    T = out.shape[1]
-    each = _each_step(model, src, out)
+class _OnePass:
+    """Captum's forward and gradient functions for rows (N, S, E) of this one input's embeddings, row n
+    explaining the step `step[n]`: y_t's score (`target` as `_each_step`) and its gradients.
 
-    def gradient_func(forward_fn, inputs, target_ind=None, additional_forward_args=None):
+    Captum lays integrated gradients' path out as T rows per point (one per step explained), identical but for
+    the step: one forward per point reads every step's score, and batched backwards (one cotangent per step,
+    STEP_GROUP steps at a time from the group's last step down: the later steps' zero gradients are not run)
+    give each row's gradient, as Captum's own `compute_gradients` would. The path's two `ends` (x and the
+    baseline, (K, S, E)) ride along that pass, so gradient × input (the gradient at x) and the convergence delta
+    (the scores at both ends) are read from it. Any other batch goes to Captum's own."""
+
+    def __init__(self, model: Seq2Seq, src: Tensor, out: Tensor, ends: Tensor | None = None,
+                 target: str = IG_TARGET) -> None:
+        self.T = out.shape[1]
+        self.each = _each_step(model, src, out, target)
+        self.ends = [] if ends is None else list(ends)
+        self.known: list[tuple[Tensor, Tensor, Tensor]] = []  # (point (S, E), scores (T,), gradients (T, S, E))
+
+    def forward(self, x: Tensor, step: Tensor) -> Tensor:
+        """f(x, t) -> y_t's score (N,) for embeddings x (N, S, E) and the step t (N,) each row explains."""
+        if not torch.is_grad_enabled() and torch.equal(x, x[:1].expand_as(x)):  # Captum's delta: the ends
+            hit = self._known(x[0])  # one row's pass reads every step: the rows are one input
+            scores = hit[1] if hit is not None else torch.stack(self.each(x[:1]), dim=1)[0]
+            return scores.gather(0, step)
+        return torch.stack(self.each(x), dim=1).gather(1, step.unsqueeze(1)).squeeze(1)
+
+    def gradient_func(self, forward_fn, inputs, target_ind=None, additional_forward_args=None):
+        """IntegratedGradients.gradient_func (and InputXGradient's): the per-row gradients of `forward`."""
+        from captum._utils.gradient import compute_gradients
+        T = self.T
         x = inputs[0] if isinstance(inputs, tuple) else inputs
         args = additional_forward_args if isinstance(additional_forward_args, tuple) else (additional_forward_args,)
         P = x.shape[0] // T
@@ -143,18 +143,31 @@ def _path_gradients(model: Seq2Seq, src: Tensor, out: Tensor):
         points = x.detach().view(P, T, *x.shape[1:]) if shared else None
         if not shared or not torch.equal(points, points[:, :1].expand_as(points)):
             return compute_gradients(forward_fn, inputs, target_ind, additional_forward_args)
-        u = points[:, 0].clone().requires_grad_()
+        hit = self._known(points[0, 0]) if P == 1 else None
+        if hit is not None:
+            return (hit[2].to(x.dtype).reshape_as(x),)
+        extra = [end for end in self.ends if self._known(end) is None]
+        u = torch.cat([points[:, 0], *(end.unsqueeze(0).to(x.dtype) for end in extra)]).requires_grad_()
+        scores, grads = self._gradients(u)  # (T, P + K), (T, P + K, S, E)
+        self.known += [(end, scores[:, P + k], grads[:, P + k]) for k, end in enumerate(extra)]
+        return (grads[:, :P].transpose(0, 1).reshape_as(x),)
+
+    def _gradients(self, u: Tensor) -> tuple[Tensor, Tensor]:
+        """Every step's score at each point u (P, S, E) and its gradient: (T, P), (T, P, S, E)."""
+        T, P = self.T, u.shape[0]
         grads = []
         with torch.enable_grad():
-            scores = each(u)  # T x (P,)
+            scores = self.each(u)  # T x (P,)
             for first in range(0, T, STEP_GROUP):
                 group = scores[first:first + STEP_GROUP]
                 G = len(group)
                 ones = torch.eye(G, dtype=group[0].dtype, device=u.device).unsqueeze(2).expand(G, G, P)
                 grads.append(torch.autograd.grad(group, u, grad_outputs=list(ones.unbind(1)), is_grads_batched=True,
                                                  retain_graph=first + G < T)[0])  # (G, P, S, E)
-        return (torch.cat(grads).transpose(0, 1).reshape_as(x),)
-    return gradient_func
+        return torch.stack(scores).detach(), torch.cat(grads)
+
+    def _known(self, point: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
+        return next((entry for entry in self.known if torch.equal(entry[0], point)), None)
 
 
 def baseline_embedding(model: Seq2Seq) -> Tensor:
@@ -170,25 +183,26 @@ def _gradients(model: Seq2Seq, src: Tensor, out: Tensor,
     """Gradient × input and integrated gradients (Captum) of y_t's logit on the input embeddings, summed over
     the embedding (signed): scores (T, S) each, and IG's convergence delta and output change (T,).
 
-    Row t of the batch explains step t, so one backward pass serves every step."""
+    Row t of the batch explains step t; integrated gradients' pass also computes the gradient at x and the
+    scores at both ends (`_OnePass`), which gradient × input and the convergence delta then read."""
     from captum.attr import InputXGradient, IntegratedGradients  # 1 s of imports, only when explaining
     T = out.shape[1]
-    forward = _chosen_score(model, src, out)
     with torch.no_grad():
         x = model.encoder.embed(src)  # (1, S, E): the looked-up x_i (no dropout outside training)
+    baseline = baseline_embedding(model).to(x.dtype).expand_as(x)
+    one_pass = _OnePass(model, src, out, ends=torch.cat([x, baseline]))
     x = x.expand(T, -1, -1).contiguous()  # (T, S, E): one row per step explained
-    baseline = baseline_embedding(model).to(x.dtype).expand_as(x).contiguous()
+    baseline = baseline.expand_as(x).contiguous()
     steps = torch.arange(T, device=x.device)
-    gradient_func = _path_gradients(model, src, out)  # the T rows of x are one input: one pass reads every step
     with torch.enable_grad():
-        input_x_gradient = InputXGradient(forward)
-        input_x_gradient.gradient_func = gradient_func
-        grad_x_input = input_x_gradient.attribute(x.clone().requires_grad_(), additional_forward_args=steps)
-        integrated = IntegratedGradients(forward)
-        integrated.gradient_func = gradient_func
+        integrated = IntegratedGradients(one_pass.forward)
+        integrated.gradient_func = one_pass.gradient_func
         ig, delta = integrated.attribute(
             x, baselines=baseline, additional_forward_args=steps, n_steps=ig_steps, return_convergence_delta=True,
             internal_batch_size=max(T, ROWS_PER_PASS))
+        input_x_gradient = InputXGradient(one_pass.forward)
+        input_x_gradient.gradient_func = one_pass.gradient_func
+        grad_x_input = input_x_gradient.attribute(x.clone().requires_grad_(), additional_forward_args=steps)
     ig = ig.detach().double()
     delta = delta.detach().double()
     # Captum's delta is Σ IG − (f(x) − f(baseline)), from its own forward passes at both ends: the change follows.
