@@ -59,9 +59,9 @@ def processes_wanted(requested: int | None, cores: int | None = None, hidden: in
 
     By the cores this process may use, not by how busy they are now: one process and two round float
     sums differently, and a seed must give the same weights on a machine however busy it is. Not below
-    DDP_MIN_HIDDEN: measured on this 2-core machine (docs/PERFORMANCE.md), two ranks train the toy
-    defaults (GRU 64) at 0.91x one process's rate (syncing costs 20% of a step that small) and reach 99%
-    on reverse 5-15 later (median 12.5 s against 9.2 s, the same morning), while at GRU 128 they train 1.23x faster."""
+    DDP_MIN_HIDDEN: on 2 cores two ranks train the toy defaults (GRU 64) at 0.91x one process's rate (syncing
+    costs 20% of a step that small) and reach 99% later, while at GRU 128 they train 1.23x faster
+    (docs/PERFORMANCE.md)."""
     if requested is not None:
         if not 1 <= requested <= MAX_PROCESSES:
             raise ExplorerError(f"training processes must be 1–{MAX_PROCESSES}, got {requested}")
