@@ -119,6 +119,32 @@ def test_figures_are_pure_functions_of_the_explanation(reverse_explained):
                        equal_nan=True)
 
 
+@needs("reverse")
+def test_the_heatmaps_labels_fit_four_panels_at_1024_px(reverse_explained):
+    """Four panels share about 150 px each at 1024 px: eight inputs' labels ("1:3" … "8:6") are angled, not laid flat
+    over each other, and a title longer than a panel ("integrated gradients") takes two lines (both overlapped in
+    Chromium at 1024x768 before)."""
+    fig = fig_faith.importance_heatmaps(reverse_explained, 2)
+    assert {axis.tickangle for axis in (fig.layout.xaxis, fig.layout.xaxis2, fig.layout.xaxis3, fig.layout.xaxis4)} \
+        == {-60}
+    titles = [a.text for a in fig.layout.annotations]
+    assert "integrated<br>gradients" in titles and "attention α" in titles
+    assert all(len(line) <= fig_faith.TITLE_CHARS for t in titles for line in t.split("<br>"))
+    few = fig_faith.importance_heatmaps(_first_three(reverse_explained), 0)
+    assert few.layout.xaxis.tickangle == 0  # three one-digit inputs fit flat
+
+
+def _first_three(e):
+    """The explanation cut to its first three inputs and steps (the figure reads only these fields)."""
+    import dataclasses
+    return dataclasses.replace(e, source_tokens=e.source_tokens[:3], output_tokens=e.output_tokens[:3],
+                               weights=e.weights[:3, :3], alignment=None if e.alignment is None else e.alignment[:3, :3],
+                               attributions=dataclasses.replace(
+                                   e.attributions, scores={k: v[:3, :3] for k, v in e.attributions.scores.items()},
+                                   ig_delta=e.attributions.ig_delta[:3], ig_change=e.attributions.ig_change[:3]),
+                               counterfactuals=None)
+
+
 def _report(name: str, attention: str) -> dict:
     attends = attention != "none"
     methods = {m: {"top1_agreement": 0.9 if attends else None, "kendall_tau": 0.5 if attends else None, "jsd": 0.2}

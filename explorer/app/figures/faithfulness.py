@@ -27,6 +27,11 @@ PANEL_TITLES = {"alpha": "attention α", **{m: METHOD_NAMES[m].split(" (")[0] fo
 HOVER = ("output y<sub>%{customdata[0]}</sub> = %{y}<br>input x<sub>%{customdata[1]}</sub> = %{x}"
          "<br>share = %{z:.4f}<br>score = %{customdata[2]:.4g}<extra>%{meta}</extra>")
 ROW_PX = 30
+# Four panels share the page's width (about 150 px each at 1024 px): their tick labels are angled past this many
+# characters (gaps counted) over all panels, and a panel title past TITLE_CHARS breaks at a space; at 1024x768 in
+# Chromium "1:▁How 2:▁are 3:▁you 4:?" (25 characters) overlapped flat, and "gradient × input" ran into its neighbours.
+LABEL_CHARS = 56
+TITLE_CHARS = 12
 
 
 def _panels(e: Explanation) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -50,8 +55,8 @@ def importance_heatmaps(e: Explanation, step: int | None = None, title: str | No
     x, y = token_labels(e.source_tokens), token_labels(e.output_tokens)
     T, S = len(y), len(x)
     names = {**PANEL_TITLES, **(panel_titles or {})}
-    fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=True, horizontal_spacing=0.02,
-                        subplot_titles=[names[name] for name, _, _ in panels])
+    titles = [_wrapped(names[name]) for name, _, _ in panels]
+    fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=True, horizontal_spacing=0.02, subplot_titles=titles)
     tt, ii = np.meshgrid(np.arange(1, T + 1), np.arange(1, S + 1), indexing="ij")
     converged = e.attributions.ig_converged()
     for col, (name, shares, scores) in enumerate(panels, start=1):
@@ -75,13 +80,23 @@ def importance_heatmaps(e: Explanation, step: int | None = None, title: str | No
                 fig.add_shape(type="rect", xref=f"x{axis}", yref=f"y{axis}", x0=-0.5, x1=S - 0.5, y0=t - 0.5,
                               y1=t + 0.5, line={"color": MASKED, "width": 1, "dash": "dot"},
                               fillcolor="rgba(127,127,127,0.18)")
-    crowded = S > 12 or sum(len(label) for label in x) * len(panels) > 100  # each panel has a share of the width
+    crowded = S > 12 or sum(len(label) + 1 for label in x) * len(panels) > LABEL_CHARS
     styled(fig, title, height=max(300, 120 + ROW_PX * T + (60 if crowded else 0)))
     fig.update_xaxes(type="category", side="bottom", tickangle=-60 if crowded else 0, showgrid=False, dtick=1)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False, dtick=1)
     fig.update_yaxes(automargin=True, row=1, col=1)
-    return set_layout(fig, margin={"t": 70 if title else 40, "l": 10, "r": 10, "b": 60}, hovermode="closest",
+    top = (70 if title else 40) + (20 if any("<br>" in t for t in titles) else 0)
+    return set_layout(fig, margin={"t": top, "l": 10, "r": 10, "b": 60}, hovermode="closest",
                       legend={"orientation": "h", "yanchor": "top", "y": -0.12, "x": 0.0})
+
+
+def _wrapped(title: str) -> str:
+    """A panel title past TITLE_CHARS on two lines, broken at the space nearest its middle."""
+    spaces = [i for i, ch in enumerate(title) if ch == " "]
+    if len(title) <= TITLE_CHARS or not spaces:
+        return title
+    cut = min(spaces, key=lambda i: abs(i - len(title) / 2))
+    return title[:cut] + "<br>" + title[cut + 1:]
 
 
 def counterfactual_bars(e: Explanation, step: int, title: str | None = None) -> go.Figure:
