@@ -14,7 +14,7 @@ import torch
 
 from explorer import faithfulness as F
 from explorer.checkpoints import checkpoint
-from explorer.engine.attribution import baseline_embedding, explain, js_distance, with_attention
+from explorer.engine.attribution import _step_starts, baseline_embedding, explain, js_distance
 from explorer.engine.decoding import decode
 from explorer.engine.model import Control
 from explorer.engine.trace import Intervention, erasure_masks, trace
@@ -123,6 +123,17 @@ def test_counterfactual_alphas_are_what_they_say():
     np.testing.assert_allclose(c.weights["uniform"], 1 / len(e.source_tokens))
     assert explain(bundle, "9081726354", seed=5).counterfactuals.weights["permuted"] == pytest.approx(
         c.weights["permuted"]), "one seed, one permutation"
+
+
+def with_attention(bundle, tr, weights: np.ndarray) -> np.ndarray:
+    """ŷ_t of every step of `tr` decoded again from its own start with each replacement α: weights (T, K, S)
+    -> probabilities (T, K, V), through the counterfactuals' own path (attribution._step_starts)."""
+    src = torch.tensor([bundle.src_vocab.encode(tr.source_tokens)])
+    start, _, _ = _step_starts(bundle.model, src, torch.tensor([tr.output_ids.tolist()]))
+    T, K, S = weights.shape
+    with torch.no_grad():
+        q = start.probs(torch.tensor(weights, dtype=torch.float32).reshape(T * K, S))
+    return q.view(T, K, -1).double().numpy()
 
 
 def _step_with(bundle, text: str, t: int, alpha: np.ndarray) -> np.ndarray:

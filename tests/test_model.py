@@ -231,24 +231,6 @@ def test_attention_scores_follow_their_formula(make_random_bundle, kind):
     torch.testing.assert_close(attention.score(q, k), expected)
 
 
-def test_additive_scores_by_sigmoid_have_the_gradients_of_the_tanh_formula(make_random_bundle):
-    """fused.additive_score computes wᵀ tanh(q + k) through σ (faster on CPU); training must get the formula's
-    values and gradients, which Attention.score computes as written."""
-    attention = make_random_bundle(attention="additive", seed=5).model.attention.double()
-    q = torch.randn(3, attention.d, dtype=torch.double, requires_grad=True)
-    k = torch.randn(3, 5, attention.d, dtype=torch.double, requires_grad=True)
-    upstream = torch.randn(3, 5, dtype=torch.double)
-    grads = []
-    for scores in (lambda: fused.additive_score(attention.w.weight[0], q, k), lambda: attention.score(q, k)):
-        (scores() * upstream).sum().backward()
-        grads.append([t.grad.clone() for t in (q, k, attention.w.weight)])
-        q.grad = k.grad = attention.w.weight.grad = None
-    for ours, formula in zip(*grads):
-        torch.testing.assert_close(ours, formula, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(fused.additive_score(attention.w.weight[0], q, k), attention.score(q, k),
-                               rtol=1e-12, atol=1e-12)
-
-
 def test_control_mask_and_pin_act_on_one_decoder_step(make_random_bundle):
     model = make_random_bundle(attention="dot", seed=4).model
     src, lengths = batch_sources([SOURCES[0]])

@@ -574,7 +574,7 @@ def test_the_registry_budgets_memory_not_only_the_count():
         reg.admit("d", FakeJob(big))
     reg.admit("d", FakeJob(50_000_000))  # a small one still fits beside them
     with pytest.raises(ExplorerError, match="server is busy"):
-        reg.check_memory(big)
+        reg.admit("e", FakeJob(big))
 
 
 CASES = {"1 shipped models read-only": len(SHIPPED_SPELLINGS) + 6 + 1,

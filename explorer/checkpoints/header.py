@@ -22,7 +22,7 @@ from explorer import settings
 from explorer.settings import LANGUAGE, MAX_TEXT_CHARS, MAX_VOCAB, check_text_field
 from explorer.outside_text import valid_strings
 from explorer.engine.config import MAX_LENGTH, ModelConfig
-from explorer.data.tasks import DATE_MAX_SOURCE_LEN, ISO_LEN, TaskSpec, make_task
+from explorer.data.tasks import TaskSpec, make_task
 from explorer.data.vocab import Vocab
 
 MAX_HEADER_BYTES = 16_000_000  # the safetensors JSON header, vocabularies and tokenizers included
@@ -186,8 +186,7 @@ def _check_task(task: Any, cfg: ModelConfig, src: Vocab, tgt: Vocab) -> TaskSpec
         _fail("the task's alphabet must be text")
     spec = TaskSpec(**task)
     made = make_task(spec)  # the task's own checks: known name, whole lengths, a usable alphabet
-    longest = DATE_MAX_SOURCE_LEN if made.is_dates else spec.max_len
-    output = ISO_LEN if made.is_dates else spec.max_len
+    longest, output = made.max_source_len, made.max_target_len
     if longest > cfg.max_src_len or output + 1 > cfg.max_tgt_len:
         _fail(f"the task's inputs (up to {longest}) or outputs (up to {output} and <eos>) do not fit the model "
               f"(max_src_len {cfg.max_src_len}, max_tgt_len {cfg.max_tgt_len})")

@@ -302,7 +302,7 @@ class Task:
 
     @property
     def max_source_len(self) -> int:
-        """The longest source sample() can produce (a decoding length cap for callers)."""
+        """The longest source sample() can produce (a checkpoint's model must read it)."""
         return DATE_MAX_SOURCE_LEN if self.is_dates else self.spec.max_len
 
     @property

@@ -246,20 +246,6 @@ def _step_starts(model: Seq2Seq, src: Tensor, out: Tensor) -> tuple["_StepStart"
     return start, alpha, p
 
 
-def with_attention(bundle: ModelBundle, tr: Trace, weights: np.ndarray) -> np.ndarray:
-    """ŷ_t of every step of `tr` decoded again from its own start with each replacement α: weights (T, K, S)
-    -> probabilities (T, K, V); the counterfactuals' own path (decode_step with Control(weights=...))."""
-    model = bundle.model
-    device = model_device(model)
-    src = torch.tensor([bundle.src_vocab.encode(tr.source_tokens)], dtype=torch.long, device=device)
-    out = torch.tensor([tr.output_ids.tolist()], dtype=torch.long, device=device)
-    start, _, _ = _step_starts(model, src, out)
-    T, K, S = weights.shape
-    with torch.no_grad():
-        q = start.probs(torch.tensor(weights, dtype=torch.float32, device=device).reshape(T * K, S))
-    return q.view(T, K, -1).double().cpu().numpy()
-
-
 def _counterfactuals(starts: tuple["_StepStart", Tensor, Tensor], epsilon: float, seed: int) -> Counterfactuals:
     """Each step t decoded once more from its own s_{t-1}, c_{t-1} and y_{t-1}, with α_t replaced."""
     start, alpha, p = starts

@@ -17,7 +17,7 @@ from explorer.engine.parameters import count_parameters
 from explorer.data.robust import ends_sentences, read_input
 from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_text, word_groups
 from explorer.data.tasks import Example, Task, TaskSpec, make_task
-from explorer.data.vocab import EOS, PAD, SOS, UNK, Vocab
+from explorer.data.vocab import EOS, PAD, SOS, Vocab
 
 MAX_INPUT_CHARS = 1000  # anything longer is refused before it is tokenised
 
@@ -189,9 +189,6 @@ class ModelBundle:
     def ground_truth(self, source_tokens: Sequence[str]) -> Example | None:
         """The task's true output and alignment for this input (None for translation)."""
         return self.task_obj.solve(tuple(source_tokens)) if self.task_obj is not None else None
-
-    def is_unknown(self, token: str) -> bool:
-        return token == UNK or token not in self.src_vocab
 
 
 def check_text(text: str, what: str = "input") -> str:

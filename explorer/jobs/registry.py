@@ -109,18 +109,6 @@ class JobRegistry:
         """The memory estimates of the running and queued jobs (all but session `but`'s); call with the lock held."""
         return [e.job.memory for sid, e in self._entries.items() if sid != but and e.job.state in (RUNNING, QUEUED)]
 
-    def check_memory(self, estimate: int) -> None:
-        """ExplorerError when a job of `estimate` bytes would not fit beside the running and queued ones now."""
-        with self._lock:
-            committed = self._committed_memory()
-        check_memory_budget(estimate, committed, self.memory_budget)
-
-    def forget(self, session_id: str) -> None:
-        with self._lock:
-            entry = self._entries.pop(session_id, None)
-        if entry is not None:
-            entry.job.stop()
-
     def stop_all(self) -> None:
         """Stop every job and forget them (server shutdown, tests)."""
         with self._lock:

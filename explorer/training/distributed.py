@@ -40,7 +40,6 @@ from explorer.errors import ExplorerError
 
 T = TypeVar("T")
 TIMEOUT = datetime.timedelta(seconds=float(os.environ.get("EXPLORER_DIST_TIMEOUT", 180)))
-TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 MAX_PROCESSES = 64
 
 

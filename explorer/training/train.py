@@ -154,7 +154,6 @@ class Progress:
     lr: float
     examples_per_second: float
     metrics: Metrics | None = None
-    train_metrics: Metrics | None = None
     probe: object | None = None  # what the trainer's probe returned, e.g. the probe input's Trace (evaluations only)
 
 

@@ -18,7 +18,6 @@ if TYPE_CHECKING:  # comparison runs models; these figures only read its records
 # One colour per score function, so a twin pair reads the same on every page.
 ATTENTION_COLORS = {"dot": "#1f77b4", "scaled_dot": "#9467bd", "additive": "#ff7f0e", "none": "#7f7f7f"}
 EXTRA_COLORS = ("#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#d62728")
-DASHES = ("solid", "dash", "dot", "dashdot")
 LEGEND_ON_TOP = 3  # curves whose one-row legend fits left of the toolbar at 1024 px
 
 METRIC_LABELS = {"exact_match": "exact match", "token_accuracy": "token accuracy",
