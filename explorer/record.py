@@ -74,7 +74,7 @@ class Trace:
     teacher_forced: bool = False
     intervention: Intervention = Intervention()
     # Subword models: the positions of each word's pieces, in order (a piece starting with "▁" begins
-    # a word); empty for toy tasks and word-level models, where every token is its own word.
+    # a word); empty for toy tasks, where every token is its own word.
     source_words: tuple[tuple[int, ...], ...] = ()
     output_words: tuple[tuple[int, ...], ...] = ()
 

@@ -7,7 +7,6 @@ numbers are meaningless, which no UI test relies on. Written once per folder, at
 - `reverse-none`: the plain encoder–decoder (attention "none").
 - `dates`: scaled-dot attention on the dates task (letters, digits, punctuation).
 - `tiny-fra`: English→French subword pieces from tests/fixtures/eng-fra-good.tsv (no input is <unk>).
-- `tiny-words`: the same data the way older checkpoints were made: word level, unknown words are <unk>.
 """
 
 from __future__ import annotations
@@ -19,17 +18,14 @@ from pathlib import Path
 import torch
 
 from explorer.checkpoints import checkpoint
-from explorer.engine.bundle import ModelBundle
-from explorer.data.corpus import build_vocab, filter_pairs, load_tsv, tokenizer_for
-from explorer.engine.model import ModelConfig, Seq2Seq
-from explorer.engine.seeding import seeded_model
+from explorer.engine.model import Seq2Seq
 from explorer.training.recipes import translation_setup
 from explorer.data.tasks import TaskSpec
 from explorer.training.train import new_task_bundle
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SMALL = {"embed": 8, "hidden": 16, "attn_dim": 8, "max_src_len": 40, "max_tgt_len": 12}
-NAMES = ("copy", "dates", "reverse-none", "tiny-fra", "tiny-words")
+NAMES = ("copy", "dates", "reverse-none", "tiny-fra")
 
 
 def _task(name: str, spec: TaskSpec, **options):
@@ -51,19 +47,7 @@ def build_models() -> list:
     torch.manual_seed(2)
     fra.model = Seq2Seq(replace(fra.model.cfg, max_tgt_len=12)).eval()
     bundles.append(fra)
-    bundles.append(word_level_bundle(FIXTURES / "eng-fra-good.tsv", "tiny-words"))
     return bundles
-
-
-def word_level_bundle(path: Path, name: str) -> ModelBundle:
-    """A translation bundle as checkpoints were made before subword pieces: corpus.py's word tokenizers,
-    vocabularies of the words seen, no tokenizer stored (so unknown words load and show as <unk>)."""
-    src_tok, tgt_tok = tokenizer_for("en"), tokenizer_for("fr")
-    pairs = filter_pairs(load_tsv(path).pairs, src_tok, tgt_tok, 16, 16)
-    src_vocab = build_vocab((s for s, _ in pairs), 1, None)
-    tgt_vocab = build_vocab((t for _, t in pairs), 1, None)
-    cfg = ModelConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **{**SMALL, "attention": "additive"})
-    return ModelBundle(name, seeded_model(cfg, 3).eval(), src_vocab, tgt_vocab, languages=("en", "fr"))
 
 
 def write_models(folder: str | Path) -> Path:

@@ -1,36 +1,26 @@
-"""Tests for explorer.data.corpus: the TSV loader, tokenisers, split, vocabulary and BLEU."""
+"""Tests for explorer.data.corpus: the TSV loader, the language guess, split and BLEU."""
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from explorer.data.corpus import (
     Corpus,
     Problem,
-    build_vocab,
     corpus_bleu,
-    filter_pairs,
     guess_language,
     load_tsv,
     load_tsv_bytes,
     split_pairs,
-    tokenizer_for,
 )
 from explorer.errors import ExplorerError
-from explorer.data.vocab import SPECIALS, UNK_ID
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-EN = tokenizer_for("en")
-FR = tokenizer_for("fr")
-ZH = tokenizer_for("zh")
-
 
 # ---------------------------------------------------------------- loader
 
@@ -150,83 +140,6 @@ def test_chinese_fixture():
     assert corpus.pairs[2] == ("Where is Tom?", "Tom在哪里？")
     assert guess_language([t for _, t in corpus.pairs]) == "zh"
     assert guess_language([s for s, _ in corpus.pairs]) == "en"
-    assert ZH.tokenize(corpus.pairs[4][1]) == ["等", "等", "！"]
-    assert ZH.tokenize(corpus.pairs[6][1]) == ["早", "上", "好", "！"]
-
-
-# ---------------------------------------------------------------- tokenisation
-
-@pytest.mark.parametrize("text, tokens", [
-    ("Hello, world!", ["hello", ",", "world", "!"]),
-    ("I don't know.", ["i", "don't", "know", "."]),
-    ("I don\u2019t know.", ["i", "don't", "know", "."]),
-    ("It's 3.5 km, or 1,000 m.", ["it's", "3.5", "km", ",", "or", "1,000", "m", "."]),
-    ('He said "yes" (twice).', ["he", "said", '"', "yes", '"', "(", "twice", ")", "."]),
-    ("A\u00a0well-known\u2009co\u00adop\u200b.", ["a", "well-known", "coop", "."]),
-    ("'Quoted'", ["'", "quoted", "'"]),
-])
-def test_english_tokens(text, tokens):
-    assert EN.tokenize(text) == tokens
-
-
-@pytest.mark.parametrize("text, tokens", [
-    ("L'homme est là.", ["l'", "homme", "est", "là", "."]),
-    ("Qu\u2019il vienne aujourd'hui\u202f!", ["qu'", "il", "vienne", "aujourd'hui", "!"]),
-    ("Peut-être viendra-t-il\u00a0?", ["peut-être", "viendra-t-il", "?"]),
-    ("As-tu vu «\u00a0Les Misérables\u00a0»\u202f?", ["as-tu", "vu", "«", "les", "misérables", "»", "?"]),
-    ("Jusqu'à 3,5\u202fkm ; c'est tout.", ["jusqu'", "à", "3,5", "km", ";", "c'", "est", "tout", "."]),
-    ("E\u0301te\u0301", ["été"]),
-])
-def test_french_tokens(text, tokens):
-    assert FR.tokenize(text) == tokens
-
-
-@pytest.mark.parametrize("text, tokens", [
-    ("我不知道。", ["我", "不", "知", "道", "。"]),
-    ("Tom在哪里？", ["Tom", "在", "哪", "里", "？"]),
-    ("你好\u3000！\u200b", ["你", "好", "！"]),
-    ("我有3个iPhone 15！", ["我", "有", "3", "个", "iPhone", "15", "！"]),
-])
-def test_chinese_tokens(text, tokens):
-    assert ZH.tokenize(text) == tokens
-
-
-@pytest.mark.parametrize("tokenizer, tokens, text", [
-    (EN, ["i", "don't", "know", ",", "tom", "."], "i don't know, tom."),
-    (EN, ["he", "said", '"', "yes", '"', "(", "twice", ")", "!"], 'he said "yes" (twice)!'),
-    (FR, ["l'", "homme", "est-il", "là", "?"], "l'homme est-il là ?"),
-    (FR, ["«", "oui", "»", ",", "dit-il", ";", "c'", "est", "tout", "."], "« oui », dit-il ; c'est tout."),
-    (ZH, ["Tom", "在", "哪", "里", "？"], "Tom在哪里？"),
-    (ZH, ["我", "有", "iPhone", "15", "！"], "我有iPhone 15！"),
-])
-def test_detokenize(tokenizer, tokens, text):
-    assert tokenizer.detokenize(tokens) == text
-    assert tokenizer.tokenize(text) == tokens
-
-
-def test_other_language_codes_are_word_level():
-    assert tokenizer_for("de").tokenize("Wie geht's?") == ["wie", "geht's", "?"]
-    assert tokenizer_for("cmn").tokenize("你好") == ["你", "好"]
-
-
-_TRICKY = list("aZé0 9.,'-\"!?«»()_<=\t\n你。！ＡTom") + [
-    "\u00a0", "\u202f", "\u2009", "\u200b", "\u00ad", "\u2019", "\u3000", "\u0301", "\u0338",
-    "\u0345", "\u1100", "\u1161", "\u11a8", "가", "İ", "Σ", "ß", "\u212b", "\ufb01"]
-_TEXTS = st.one_of(st.text(), st.text(alphabet=st.sampled_from(_TRICKY)))
-
-
-@pytest.mark.parametrize("language", ["en", "fr", "zh"])
-def test_detokenize_round_trip(language):
-    tokenizer = tokenizer_for(language)
-
-    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(_TEXTS)
-    def check(text):
-        tokens = tokenizer.tokenize(text)
-        assert all(t and not any(c.isspace() for c in t) for t in tokens)
-        assert tokenizer.tokenize(tokenizer.detokenize(tokens)) == tokens
-
-    check()
 
 
 def test_guess_language():
@@ -236,12 +149,6 @@ def test_guess_language():
 
 
 # ---------------------------------------------------------------- datasets
-
-def test_filter_pairs_by_token_length():
-    pairs = [("Hi.", "Salut !"), ("I am very very tired.", "Je suis fatigué."), ("Go.", "\u200b")]
-    kept = filter_pairs(pairs, EN, FR, max_src_len=3, max_tgt_len=3)
-    assert kept == [(["hi", "."], ["salut", "!"])]
-
 
 def test_split_is_deterministic_and_disjoint():
     items = list(range(100))
@@ -255,13 +162,6 @@ def test_split_is_deterministic_and_disjoint():
     assert split_pairs([1, 2], 0.01, seed=0)[1] != []
     with pytest.raises(ExplorerError):
         split_pairs(items, 1.0, seed=0)
-
-
-def test_build_vocab():
-    vocab = build_vocab([["a", "b", "a"], ["a", "c", "b"]], min_freq=2, max_size=None)
-    assert vocab.tokens == SPECIALS + ("a", "b")
-    assert vocab.id("c") == UNK_ID
-    assert len(build_vocab([["a", "b", "a"]], min_freq=1, max_size=5)) == 5
 
 
 def test_corpus_bleu():
@@ -279,27 +179,13 @@ def test_corpus_bleu():
 
 # ---------------------------------------------------------------- real data
 
-def _percentile(lengths: list[int], q: float) -> int:
-    return sorted(lengths)[min(len(lengths) - 1, int(q * len(lengths)))]
-
-
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="shared data not available")
-@pytest.mark.parametrize("name, lines, target_language, max_p95", [
-    ("eng-fra", 112_060, "fr", 16),
-    ("eng-cmn", 27_008, "zh", 20),
-])
-def test_real_data(name, lines, target_language, max_p95):
+@pytest.mark.parametrize("name, lines, target_language", [("eng-fra", 112_060, "fr"), ("eng-cmn", 27_008, "zh")])
+def test_real_data(name, lines, target_language):
     corpus = load_tsv(SHARED_DATA / name / "pairs.tsv")
     assert corpus.problems == ()
     assert len(corpus.pairs) == lines
     assert guess_language([t for _, t in corpus.pairs[:500]]) == ("zh" if target_language == "zh" else "en")
-    target = tokenizer_for(target_language)
-    for tokenizer, texts in ((EN, [s for s, _ in corpus.pairs]), (target, [t for _, t in corpus.pairs])):
-        lengths = [len(tokenizer.tokenize(t)) for t in texts]
-        assert min(lengths) >= 1
-        assert 3 <= statistics.mean(lengths) <= 12
-        assert _percentile(lengths, 0.95) <= max_p95
-        assert max(lengths) <= 60
 
 
 def test_skipped_lines_are_counted_by_reason_with_their_first_line_numbers():

@@ -148,11 +148,10 @@ def test_translate_reads_emoji_rtl_and_control_characters_in_pieces(translation_
     assert pieces_text(pieces) == "Iשלום[2Jhere"
 
 
-def test_a_word_level_model_still_warns_about_unknown_words(tmp_path, capsys):
-    from explore_models import FIXTURES, word_level_bundle
-    path = checkpoint.save(word_level_bundle(FIXTURES / "eng-fra-good.tsv", "words"), tmp_path / "words")
-    rc = cli(["translate", "--checkpoint", str(path), "--input", "I 😀 שלום \u202e\x1b[2J here"])
-    out, err = capsys.readouterr()
-    assert rc == 0 and "Traceback" not in out + err
-    lines = [line for line in err.splitlines() if not line.startswith("note: The output was cut")]  # the cap's note
-    assert out.count("\n") == 1 and len(lines) == 1 and lines[0].startswith("warning: unknown words:")
+def test_a_word_level_checkpoint_of_an_older_version_exits_2_with_one_line(tmp_path, capsys):
+    """A translation model saved without its subword tokenizers (word level, before pieces) is refused by name."""
+    fra = next(b for b in build_models() if b.name == "tiny-fra")
+    path = tmp_path / "words.safetensors"
+    path.write_bytes(described_as(fra, fra, lambda info: info.pop("tokenizers")))
+    assert_refused(cli(["translate", "--checkpoint", str(path), "--input", "here"]), *capsys.readouterr(),
+                   "a word-level model of an older version, which this app no longer reads; train it again")

@@ -248,9 +248,12 @@ def from_bytes(data: bytes, name: str, source: str = "upload", trusted: bool = F
 
 def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab, languages: tuple[str, ...] | None,
                         trusted: bool = False) -> tuple[SubwordTokenizer, SubwordTokenizer] | None:
-    """The stored subword tokenizers, checked to give exactly the stored vocabularies (None: word level)."""
-    if spec is None:
+    """The stored subword tokenizers, checked to give exactly the stored vocabularies (None: a toy task's)."""
+    if spec is None and languages is None:
         return None
+    if spec is None:
+        raise ExplorerError("this translation model has no subword tokenizers: it is a word-level model of an "
+                            "older version, which this app no longer reads; train it again")
     if languages is None or not isinstance(spec, dict) or set(spec) != {"source", "target"}:
         raise ExplorerError("tokenizers must be {\"source\": ..., \"target\": ...} of a translation model")
     pair = SubwordTokenizer(spec["source"], trusted), SubwordTokenizer(spec["target"], trusted)

@@ -1,9 +1,7 @@
-"""Translation data: reading sentence-pair TSV files, tokenising text, splitting and scoring.
+"""Translation data: reading sentence-pair TSV files, guessing their language, splitting and scoring.
 
-This module owns everything between a user's file of sentence pairs and lists of tokens:
-the Tatoeba/Anki TSV loader (with line-numbered problem reports), word-level tokenisation
-for English/French (and other space-separated languages), character-level tokenisation for
-Chinese, length filtering, the seeded train/validation split, vocabulary building and BLEU.
+The Tatoeba/Anki TSV loader (with line-numbered problem reports), the seeded train/validation split and
+sacrebleu's BLEU and chrF; subwords.py turns the sentences into pieces.
 """
 
 from __future__ import annotations
@@ -12,16 +10,14 @@ import io
 import random
 import re
 import stat
-import unicodedata
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Protocol, Sequence, TypeVar
+from typing import Sequence, TypeVar
 
 import sacrebleu
 
 from explorer.errors import ExplorerError
-from explorer.data.vocab import Vocab
+from explorer.data.subwords import is_chinese
 from explorer.limits import MAX_TSV_BYTES_CLI
 
 T = TypeVar("T")
@@ -174,176 +170,13 @@ def _why_empty(data: bytes, problems: list[Problem], n_problems: int) -> str:
     return listed + (f" (and {more:,} more)" if more else "")
 
 
-# ---------------------------------------------------------------- tokenisation
-
-def _mark_class() -> str:
-    """A regex character class of every combining mark (Unicode category M*)."""
-    marks = [c for r in (range(0x300, 0x20000), range(0xE0000, 0xE1000))
-             for c in r if unicodedata.category(chr(c))[0] == "M"]
-    ranges: list[list[int]] = []
-    for c in marks:
-        if ranges and ranges[-1][1] == c - 1:
-            ranges[-1][1] = c
-        else:
-            ranges.append([c, c])
-    return "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]"
-
-
-_M = _mark_class()
-_ORPHAN_MARKS = re.compile(rf"(?<!\S){_M}+")
-_ALNUM = r"[^\W_]"
-_WORD_TOKEN = re.compile(
-    rf"{_ALNUM}{_M}*(?:{_ALNUM}{_M}*|['\-](?={_ALNUM})|(?<=\d)[.,](?=\d))*|\S{_M}*")
-_ZH_TOKEN = re.compile(rf"(?:[A-Za-z0-9]{_M}*)+|\S{_M}*")
-_ENDS_ASCII_ALNUM = re.compile(rf"[A-Za-z0-9]{_M}*\Z")
-_FRENCH_ELISION = re.compile(r"(?:l|d|j|m|n|s|t|c|ç|qu|jusqu|lorsqu|puisqu|quoiqu)'")
-
-_APOSTROPHES = "\u2019\u02bc"
-_HYPHENS = "\u2010\u2011"
-
-
-class _CleanTable(dict):
-    """A lazily filled `str.translate` table: whitespace -> space, invisible format chars dropped."""
-
-    def __missing__(self, cp: int) -> str | int | None:
-        ch = chr(cp)
-        value: str | int | None
-        if ch.isspace():
-            value = " "
-        elif ch in _APOSTROPHES:
-            value = "'"
-        elif ch in _HYPHENS:
-            value = "-"
-        elif unicodedata.category(ch) in ("Cf", "Cc"):
-            value = None
-        else:
-            value = cp
-        self[cp] = value
-        return value
-
-
-_CLEAN = _CleanTable()
-
-
-def _normalize(text: str, lower: bool) -> str:
-    """Clean, NFC-normalise (and lower-case) until stable, so re-tokenising is idempotent."""
-    for _ in range(4):
-        out = unicodedata.normalize("NFC", text.translate(_CLEAN))
-        if lower:
-            out = unicodedata.normalize("NFC", out.lower())
-        out = _ORPHAN_MARKS.sub("", out)
-        if out == text:
-            break
-        text = out
-    return text
-
-
-def _is_chinese(language: str) -> bool:
-    code = language.lower().replace("_", "-")
-    return code in ("zh", "cmn") or code.startswith(("zh-", "cmn-"))
-
-
-def _is_french(language: str) -> bool:
-    code = language.lower().replace("_", "-")
-    return code == "fr" or code.startswith("fr-")
-
-
-_EN_NO_SPACE_BEFORE = frozenset(".,!?;:)]}%»”…")
-_EN_NO_SPACE_AFTER = frozenset("([{«“¿¡")
-_FR_NO_SPACE_BEFORE = frozenset(".,)]}%”…")
-_FR_NO_SPACE_AFTER = frozenset("([{“¿¡")
-
-
-@dataclass(frozen=True)
-class Tokenizer:
-    """Word-level tokens for English/French/other languages, character-level for Chinese."""
-
-    language: str
-
-    def tokenize(self, text: str) -> list[str]:
-        """Split text into the tokens a model sees (normalised; see the module rules)."""
-        if _is_chinese(self.language):
-            return _ZH_TOKEN.findall(_normalize(text, lower=False))
-        tokens = _WORD_TOKEN.findall(_normalize(text, lower=True))
-        if not _is_french(self.language):
-            return tokens
-        out: list[str] = []
-        for token in tokens:
-            m = _FRENCH_ELISION.match(token)
-            if m and m.end() < len(token):
-                out.extend((token[: m.end()], token[m.end():]))
-            else:
-                out.append(token)
-        return out
-
-    def detokenize(self, tokens: Sequence[str]) -> str:
-        """Join tokens into readable text that tokenises back to the same tokens."""
-        if _is_chinese(self.language):
-            return _join(tokens, _zh_space)
-        if _is_french(self.language):
-            return _join(tokens, _FrenchSpacing())
-        return _join(tokens, _EnglishSpacing())
-
-
-def _join(tokens: Sequence[str], needs_space: Callable[[str, str], bool]) -> str:
-    """Concatenate tokens, with a space wherever `needs_space` or Unicode composition asks for one."""
-    parts: list[str] = []
-    prev = ""
-    for token in tokens:
-        if not token:
-            continue
-        space = needs_space(prev, token)
-        if parts and (space or not unicodedata.is_normalized("NFC", prev + token)):
-            parts.append(" ")
-        parts.append(token)
-        prev = token
-    return "".join(parts)
-
-
-def _zh_space(prev: str, token: str) -> bool:
-    return bool(_ENDS_ASCII_ALNUM.search(prev)) and token[0].isascii() and token[0].isalnum()
-
-
-class _EnglishSpacing:
-    """Decides the space between two tokens; tracks open/close state of ASCII double quotes."""
-
-    no_space_before = _EN_NO_SPACE_BEFORE
-    no_space_after = _EN_NO_SPACE_AFTER
-
-    def __init__(self) -> None:
-        self.quote_open = False
-
-    def __call__(self, prev: str, token: str) -> bool:
-        if token == '"':
-            self.quote_open = not self.quote_open
-            return self.quote_open
-        if prev == '"':
-            return not self.quote_open
-        return not (token in self.no_space_before or prev in self.no_space_after)
-
-
-class _FrenchSpacing(_EnglishSpacing):
-    """French typography: a space before ? ! : ; », after «, none after an elided l' d' qu'..."""
-
-    no_space_before = _FR_NO_SPACE_BEFORE
-    no_space_after = _FR_NO_SPACE_AFTER
-
-    def __call__(self, prev: str, token: str) -> bool:
-        if _FRENCH_ELISION.fullmatch(prev) and token[0].isalnum():
-            return False
-        return super().__call__(prev, token)
-
-
-def tokenizer_for(language: str) -> Tokenizer:
-    """The tokenizer for a language code ("zh" is character level, anything else word level)."""
-    return Tokenizer(language)
-
+# ---------------------------------------------------------------- languages
 
 _CJK = re.compile("(?!\\s)[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]")
 
 
 def guess_language(texts: Sequence[str]) -> str:
-    """"zh" when most texts are mostly CJK characters, else "en" (word level), for users' own files. (Counted
+    """"zh" when most texts are mostly CJK characters, else "en", for users' own files. (Counted
     with str.split and a regex, not a loop over characters: a file of long lines spent seconds here.)"""
     mostly_cjk = 0
     counted = 0
@@ -358,19 +191,6 @@ def guess_language(texts: Sequence[str]) -> str:
 
 
 # ---------------------------------------------------------------- datasets
-
-class Splits(Protocol):
-    """Anything that splits text into a model's tokens (Tokenizer here, subwords.SubwordTokenizer)."""
-
-    def tokenize(self, text: str) -> list[str]: ...
-
-
-def filter_pairs(pairs: Iterable[tuple[str, str]], src_tok: Splits, tgt_tok: Splits,
-                 max_src_len: int, max_tgt_len: int) -> list[tuple[list[str], list[str]]]:
-    """Tokenised pairs short enough to train on (1..max tokens per side, <eos> not counted)."""
-    tokenized = ((src_tok.tokenize(s), tgt_tok.tokenize(t)) for s, t in pairs)
-    return [(src, tgt) for src, tgt in tokenized if 1 <= len(src) <= max_src_len and 1 <= len(tgt) <= max_tgt_len]
-
 
 def split_pairs(items: Sequence[T], valid_fraction: float, seed: int) -> tuple[list[T], list[T]]:
     """A reproducible train/validation split; both parts keep the input order."""
@@ -389,21 +209,13 @@ def split_pairs(items: Sequence[T], valid_fraction: float, seed: int) -> tuple[l
     return train, valid
 
 
-def build_vocab(token_lists: Iterable[Sequence[str]], min_freq: int, max_size: int | None) -> Vocab:
-    """A vocabulary of the tokens seen at least `min_freq` times, most frequent first."""
-    counts: Counter = Counter()
-    for tokens in token_lists:
-        counts.update(tokens)
-    return Vocab.from_counts(counts, min_freq=min_freq, max_size=max_size)
-
-
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], language: str) -> float:
     """Corpus BLEU (0-100) of detokenised outputs against references, sacrebleu's standard way."""
     if len(hypotheses) != len(references):
         raise ExplorerError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     if not hypotheses:
         return 0.0
-    tokenize = "zh" if _is_chinese(language) else "13a"
+    tokenize = "zh" if is_chinese(language) else "13a"
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score)
 
 
@@ -414,7 +226,7 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str], lan
         raise ExplorerError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     if not hypotheses:
         raise ExplorerError("nothing to score")
-    bleu = sacrebleu.metrics.BLEU(tokenize="zh" if _is_chinese(language) else "13a")
+    bleu = sacrebleu.metrics.BLEU(tokenize="zh" if is_chinese(language) else "13a")
     chrf = sacrebleu.metrics.CHRF()
     refs = [list(references)]
     scores: dict[str, object] = {"bleu": round(float(bleu.corpus_score(list(hypotheses), refs).score), 2),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -35,15 +34,6 @@ class Vocab:
             if s not in SPECIALS:
                 seen.setdefault(s, None)
         return cls(SPECIALS + tuple(seen))
-
-    @classmethod
-    def from_counts(cls, counts: Counter, min_freq: int = 1, max_size: int | None = None) -> "Vocab":
-        """A vocabulary of the frequent tokens (translation): most frequent first, ties by token."""
-        items = sorted(((t, c) for t, c in counts.items() if c >= min_freq and t not in SPECIALS),
-                       key=lambda tc: (-tc[1], tc[0]))
-        if max_size is not None:
-            items = items[: max(0, max_size - len(SPECIALS))]
-        return cls(SPECIALS + tuple(t for t, _ in items))
 
     def __len__(self) -> int:
         return len(self.tokens)

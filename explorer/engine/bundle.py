@@ -61,8 +61,6 @@ class ModelBundle:
     languages: tuple[str, str] | None = None  # (source, target) for translation models
     training: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
-    # (source, target) subword tokenizers of a translation model; None: a word-level model of an older
-    # checkpoint, which keeps corpus.py's word tokenizers
     subwords: tuple[SubwordTokenizer, SubwordTokenizer] | None = None
     examples: tuple[tuple[str, str], ...] = ()  # held-out (source, target) pairs of its own data, for Explore
     saved_at: str | None = None  # when its checkpoint file was written (UTC, ISO 8601); None if never saved
@@ -71,8 +69,8 @@ class ModelBundle:
     def __post_init__(self) -> None:
         if (self.task is None) == (self.languages is None):
             raise ExplorerError("a model is either for a toy task or for translation")
-        if self.subwords is not None and self.languages is None:
-            raise ExplorerError("only translation models have subword tokenizers")
+        if (self.subwords is None) != (self.languages is None):
+            raise ExplorerError("a translation model, and only one, has subword tokenizers")
 
     @property
     def kind(self) -> str:
@@ -93,12 +91,6 @@ class ModelBundle:
     def task_obj(self) -> Task | None:
         return make_task(self.task) if self.task else None
 
-    @cached_property
-    def _tokenizers(self):
-        from explorer.data.corpus import tokenizer_for
-        assert self.languages is not None
-        return tokenizer_for(self.languages[0]), tokenizer_for(self.languages[1])
-
     @property
     def uses_pieces(self) -> bool:
         """Whether the model reads and writes subword pieces (word starts marked "▁")."""
@@ -117,35 +109,29 @@ class ModelBundle:
         """Source tokens for user text, the way training saw them."""
         if self.task_obj is not None:
             return tuple(self.task_obj.tokenize(text))
-        if self.subwords is not None:
-            return tuple(self.subwords[0].tokenize(prepare_text(self.read_text(text), self.languages[0])))
-        return tuple(self._tokenizers[0].tokenize(text))
+        return tuple(self.subwords[0].tokenize(prepare_text(self.read_text(text), self.languages[0])))
 
     def tokenize_target(self, text: str) -> tuple[str, ...]:
         if self.task_obj is not None:
             return tuple(self.task_obj.tokenize(text)) if self.task.name != "dates" else tuple(text.strip())
-        if self.subwords is not None:
-            return tuple(self.subwords[1].tokenize(prepare_text(text, self.languages[1])))
-        return tuple(self._tokenizers[1].tokenize(text))
+        return tuple(self.subwords[1].tokenize(prepare_text(text, self.languages[1])))
 
     def detokenize_target(self, tokens: Sequence[str]) -> str:
         """Display text for output tokens (specials dropped)."""
         words = [t for t in tokens if t not in (PAD, SOS, EOS)]
         if self.task_obj is not None:
             return self.task_obj.detokenize(words)
-        if self.subwords is not None:
-            return self.subwords[1].detokenize(words)
-        return self._tokenizers[1].detokenize(words)
+        return self.subwords[1].detokenize(words)
 
     def reference_text(self, text: str) -> str:
         """A reference translation as the model's output is written (cleaned; simplified script for
-        Chinese), so that scores compare like with like; word-level models re-tokenise it as before."""
+        Chinese), so that scores compare like with like; a toy task's is re-tokenised."""
         if self.subwords is not None:
             return prepare_text(text, self.languages[1])
         return self.detokenize_target(self.tokenize_target(text))
 
     def source_words(self, tokens: Sequence[str]) -> list[list[int]]:
-        """Positions of each source word's tokens (one token per word for toy tasks and word models)."""
+        """Positions of each source word's tokens (one token per word for toy tasks)."""
         if self.subwords is None:
             return [[i] for i in range(len(tokens))]
         return word_groups(tokens, is_chinese(self.languages[0]))

@@ -191,10 +191,8 @@ def evaluate_tsv(bundle: ModelBundle, path: str, samples: int | None = None, bea
     """Exact match, token accuracy, corpus BLEU and chrF on the pairs of a TSV file (or its held-out split);
     `note` hears the file's skipped lines (Corpus.skipped_note).
 
-    A subword model is scored as a user reads it: its detokenised, cased output against the file's
-    references (cleaned, and in simplified script for Chinese, as the model was trained), with sacrebleu's
-    defaults. An older word-level model wrote lower case: its references go through its own tokenizer
-    and back, as before."""
+    A model is scored as a user reads it: its detokenised, cased output against the file's references
+    (cleaned, and in simplified script for Chinese, as the model was trained), with sacrebleu's defaults."""
     from explorer.data.corpus import load_tsv
     corpus = load_tsv(path)
     if corpus.skipped and note is not None:

@@ -21,8 +21,8 @@ MAX_UNKNOWN = 0.2  # a file with more of its tokens outside the model's vocabula
 
 
 def known_token(token: str, vocab) -> bool:
-    """A token the vocabulary has learnt: not <unk> (word-level models) and not a byte piece (a subword
-    model spells text it has never seen, e.g. another script, byte by byte)."""
+    """A token the vocabulary has learnt: not <unk> and not a byte piece (a subword model spells text it has
+    never seen, e.g. another script, byte by byte)."""
     return token in vocab and token != UNK and not (token.startswith("<0x") and token.endswith(">"))
 
 
@@ -87,7 +87,7 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int, limits: Limits 
     usual = [to_pair(s, t) for s, t in train_text]
     resample, rate = None, subword_dropout(bundle)
     augment = recorded_rate(bundle, "augment") if augment is None else augment
-    if bundle.subwords is not None and (rate or augment):  # a model goes on training as it was trained
+    if rate or augment:  # a model goes on training as it was trained
         src_lang, tgt_lang = bundle.languages
         prepared = [(prepare_source(s, src_lang), prepare_text(t, tgt_lang)) for s, t in train_text]
         vary = Variation(augment, is_chinese(tgt_lang)) if augment else None
