@@ -59,10 +59,10 @@ def ranked(options):
 """
 
 
-def run_script(body: str, timeout: int = 600) -> dict:
+def run_script(body: str, timeout: int = 600, **env: str) -> dict:
     """Run SETUP + body in a fresh single-threaded interpreter; body prints one JSON object."""
     result = subprocess.run([sys.executable, "-c", SETUP + body], cwd=REPO, capture_output=True, text=True,
-                            timeout=timeout, env=ENV)
+                            timeout=timeout, env={**ENV, **env})
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -127,6 +127,34 @@ print(json.dumps(run_ranks(2, torch.device("cpu"), body)))
 """)
     assert out["mine"] == 20, "rank 0 scored half of the 40 validation pairs"
     assert out["split"] == out["whole"] and 0 < out["whole"]["token_accuracy"] < 1
+
+
+def test_a_ranks_own_error_reaches_rank_0_as_one_line_and_leaves_no_file(tmp_path) -> None:
+    """A forked rank's error (its message as the product says it, or the type and first line of any other) ends
+    rank 0's next collective, and rank 0 says which rank failed and why; torch.multiprocessing's error file for
+    that rank is gone afterwards."""
+    out = run_script("""
+import glob, tempfile
+from explorer.errors import ExplorerError
+from explorer.training.distributed import DistributedError
+def failing(error):
+    def body(world):
+        if world.rank == 2:
+            raise error
+        world.sum([1.0])
+        world.sum([1.0])
+    return body
+said = []
+for error in (ExplorerError("the file has no pairs"), ValueError("bad value\\nsecond line")):
+    try:
+        run_ranks(3, torch.device("cpu"), failing(error))
+    except DistributedError as exc:
+        said.append(str(exc))
+print(json.dumps({"said": said, "left": glob.glob(tempfile.gettempdir() + "/pytorch-errorfile-*")}))
+""", TMPDIR=str(tmp_path))
+    assert out["said"] == ["training process 2 failed: the file has no pairs",
+                           "training process 2 failed: ValueError: bad value"]
+    assert out["left"] == []
 
 
 def train_command(out: Path, *extra: str, steps: int = 12) -> list[str]:

@@ -21,10 +21,12 @@ that hangs makes them fail after `TIMEOUT` (the process group's timeout): never 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime
 import multiprocessing
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -34,6 +36,7 @@ from typing import Callable, Mapping, TypeVar
 
 import torch
 import torch.distributed as dist
+from torch.multiprocessing import ProcessContext, start_processes
 
 from explorer.defaults import DDP_MIN_HIDDEN
 from explorer.errors import ExplorerError
@@ -187,38 +190,29 @@ def leave() -> None:
         dist.destroy_process_group()
 
 
-def _die_with_parent() -> None:
-    """Linux: this forked rank gets SIGKILL when rank 0's process ends, whatever it is doing then."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+class _RankFailed(Exception):
+    """A forked rank's error as the one line rank 0 says (torch.multiprocessing writes its traceback to a file)."""
 
 
-def _child(rank: int, size: int, device: torch.device, port_reader, report, body: Callable[[World], object]) -> None:
-    """A forked rank: wait for rank 0's store port, join, run `body`, report an error in one line."""
-    _die_with_parent()
+def _rank(index: int, size: int, device: torch.device, ports, body: Callable[[World], object]) -> None:
+    """Forked rank `index + 1` (start_processes counts its children from 0): take rank 0's store port, join, run
+    `body`. Its own error reaches rank 0 as one line; a collective another rank broke exits with code 3."""
+    with contextlib.suppress(OSError, AttributeError):  # Linux's PR_SET_PDEATHSIG: end with rank 0, whatever it does
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is rank 0's to handle; this one ends with it
-    code = 0
     try:
-        port = port_reader.recv()
-        store = dist.TCPStore("127.0.0.1", port, size, is_master=False, timeout=TIMEOUT)
-        dist.init_process_group(backend_for(device), store=store, rank=rank, world_size=size, timeout=TIMEOUT)
-        body(World(rank, size, device))
-    except BaseException as exc:  # noqa: BLE001 - reported to rank 0, which says it in one line
+        store = dist.TCPStore("127.0.0.1", ports.recv(), size, is_master=False, timeout=TIMEOUT)
+        dist.init_process_group(backend_for(device), store=store, rank=index + 1, world_size=size, timeout=TIMEOUT)
+        body(World(index + 1, size, device))
+    except BaseException as exc:  # noqa: BLE001 - said to rank 0 in one line
         if isinstance(exc, DistributedError) or is_collective_failure(exc):
             os._exit(3)  # not this rank's fault: rank 0 finds the rank that failed first
         text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        try:
-            report.send(f"{type(exc).__name__}: {text}" if not isinstance(exc, ExplorerError) else text)
-        except OSError:
-            pass
-        code = 1
+        raise _RankFailed(text if isinstance(exc, ExplorerError) else f"{type(exc).__name__}: {text}") from None
     finally:
         leave()
         sys.stdout.flush()
         sys.stderr.flush()
-    os._exit(code)
 
 
 def can_fork() -> bool:
@@ -229,66 +223,61 @@ def can_fork() -> bool:
 def run_ranks(size: int, device: torch.device, body: Callable[[World], T]) -> T:
     """Run `body` as every rank of a `size`-process run on this machine; return rank 0's result.
 
-    This process is rank 0; ranks 1.. are forked from it, so call this before any tensor work (a forked
-    child cannot use autograd's or CUDA's threads of its parent). An error in any rank ends all of them
-    and is raised here as one line (DistributedError)."""
+    This process is rank 0; ranks 1.. are forked from it (torch.multiprocessing.start_processes), so call this
+    before any tensor work (a forked child cannot use autograd's or CUDA's threads of its parent). An error in any
+    rank ends all of them and is raised here as one line (DistributedError)."""
     if size < 2:
         return body(World(0, 1, device))
     if not can_fork():
         raise ExplorerError("training in several processes needs fork and a process with one thread; "
                             "use --processes 1 or torchrun")
-    context = multiprocessing.get_context("fork")
-    children, ports, reports = [], [], []
-    for rank in range(1, size):
-        port_reader, port_writer = context.Pipe(duplex=False)
-        report_reader, report_writer = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(rank, size, device, port_reader, report_writer, body),
-                                name=f"explorer-rank-{rank}", daemon=True)
-        child.start()
-        port_reader.close()
-        report_writer.close()
-        children.append(child)
-        ports.append(port_writer)
-        reports.append(report_reader)
+    ports, port_writer = multiprocessing.get_context("fork").Pipe(duplex=False)
+    ranks = start_processes(_rank, (size, device, ports, body), nprocs=size - 1, join=False, daemon=True,
+                            start_method="fork")
+    ports.close()
     try:
         store = dist.TCPStore("127.0.0.1", 0, size, is_master=True, timeout=TIMEOUT, wait_for_workers=False)
-        for writer in ports:
-            writer.send(store.port)
+        for _ in range(size - 1):
+            port_writer.send(store.port)
         dist.init_process_group(backend_for(device), store=store, rank=0, world_size=size, timeout=TIMEOUT)
         try:
             result = body(World(0, size, device))
         except (DistributedError, RuntimeError, dist.DistError) as exc:
-            why = _why_ranks_stopped(children, reports)
+            why = _why_ranks_stopped(ranks)
             if why is None and not isinstance(exc, DistributedError) and not is_collective_failure(exc):
                 raise  # rank 0's own error (a bug): as it is
             raise DistributedError(why or (str(exc) if isinstance(exc, DistributedError) else stopped_message(exc))) \
                 from exc
-        for child in children:
-            child.join(TIMEOUT.total_seconds())
-        failed = _why_ranks_stopped(children, reports)
+        for process in ranks.processes:
+            process.join(TIMEOUT.total_seconds())
+        failed = _why_ranks_stopped(ranks)
         if failed:
             raise DistributedError(failed)
         return result
     finally:
         leave()
-        for child in children:
-            if child.is_alive():
-                child.join(2)
-            if child.is_alive():
-                child.kill()
-                child.join()
+        port_writer.close()
+        for process, error_file in zip(ranks.processes, ranks.error_files):
+            if process.is_alive():
+                process.join(2)
+            if process.is_alive():
+                process.kill()
+                process.join()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(error_file)
 
 
-def _why_ranks_stopped(children: list, reports: list) -> str | None:
-    """What ended the first rank that failed: its own one-line error, or how it was killed."""
-    for child in children:
-        child.join(2)  # a rank that saw the same failed collective is exiting now
-    for rank, (child, report) in enumerate(zip(children, reports), start=1):
-        try:
-            message = report.recv() if report.poll() else None
-        except (EOFError, OSError):
-            message = None
-        code = child.exitcode
+def _why_ranks_stopped(ranks: ProcessContext) -> str | None:
+    """What ended the first rank that failed: its own one-line error (the file start_processes gave it), or how
+    it was killed."""
+    for process in ranks.processes:
+        process.join(2)  # a rank that saw the same failed collective is exiting now
+    for rank, (process, error_file) in enumerate(zip(ranks.processes, ranks.error_files), start=1):
+        message = None
+        if os.path.exists(error_file):
+            with open(error_file, "rb") as fh:
+                message = pickle.load(fh).strip().splitlines()[-1].partition(f"{_RankFailed.__name__}: ")[2]
+        code = process.exitcode
         if message:
             return f"training process {rank} failed: {message}"
         if code is not None and code < 0:
