@@ -1,27 +1,8 @@
 """The names a user picks (cells, score functions, tasks) and the rules a translation file sizes its run by.
 
-Each setting's own default, bounds and help live in explorer/settings.py (the CLI's flags and the Train page's
-widgets come from there); the numbers below are the measurements behind those defaults and the data-sized
-rules. No torch here: `python -m explorer --help` and the pages list these without importing it.
-
-Toy tasks (endless fresh data): defaults that train a good model fast on 2 CPU cores (measured with
-`python -m explorer train --task reverse --target-accuracy 0.99 --threads 1`, seeds 0-2;
-benchmarks/RESULTS.md has the full runs). Training on CPU is compute-bound (matrix products are ~45% of a
-step), so a GRU of 64 takes half the time per step of 128 and needs about as many examples: lengths 5-15
-reach 99% exact match after 38-42k examples (300-325 steps) at 64, 29-42k at 128. A one-way encoder is
-cheaper but needed 61k-205k. The cosine schedule's length matters more than anything else: over 3,000
-steps the learning rate stays high and 5-15 needs 1,200 steps; over 800 it needs 300-325, and lengths
-20-30 reach 99% in 425-525 steps (over 400 they stop at 96%). Evaluating every 25 steps (3,200 examples,
-the tutorial reference's spacing) stops a run sooner at ~5% of its time; halving the learning rate after
-two evaluations without a better token accuracy gets the last percent. A curriculum over the first 150
-steps (the longest training input grows from min_len to max_len; validation always spans the whole range)
-cut the source tokens trained on before 99% on 5-15 by 15% over twelve seeds (4.48M against 5.24M);
-20-30 still reached 99% in all five seeds tried (400-600 steps).
-
-Translation (a fixed file of pairs): the length of a run scales with the data. A number of epochs sets
-it, within a floor (a 300-pair file is 5 steps an epoch: 12 epochs would be 60 steps and teach nothing)
-and a ceiling; a run also ends once validation has stopped improving. The model's size scales too: a
-small file gets the small model (a large one over-fits a few hundred pairs and trains 3x slower).
+Each setting's default, bounds and help live in explorer/settings.py; the measurements behind the toy tasks'
+defaults are docs/PERFORMANCE.md's and benchmarks/RESULTS.md's. No torch here: `python -m explorer --help` and
+the pages list these without importing it.
 """
 
 from __future__ import annotations

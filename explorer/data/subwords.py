@@ -156,9 +156,7 @@ def isolate_untrusted(on: bool = True) -> None:
 
 
 # What a tokenizer is trained on, per language (`training_sample`): BPE training's time grows with the text and
-# most with its distinct words (measured: ~2.7 CPU s per million characters of distinct 31-letter words, 0.4 s per
-# million of ordinary French). The shipped corpora are under both bounds (eng-fra: 3.4 M and 4.0 M characters),
-# so their recipes learn from every line as before.
+# most with its distinct words; the shipped corpora (eng-fra: 3.4 M and 4.0 M characters) are under both bounds.
 MAX_TRAINING_CHARS = 5_000_000
 MAX_DISTINCT_WORD_CHARS = 1_000_000
 _BLOCK = 16  # consecutive sentences drawn together by training_sample

@@ -10,9 +10,8 @@ hold an abort we do not know of. The app's server therefore runs every tokenizer
 One worker per server, started at the first call, serves every session (a lock: one call at a time, each well under
 a millisecond for a sentence). Its address space is capped at MAX_WORKER_BYTES, so a definition that allocates
 without bound aborts it at once instead of taking the machine's memory; a call gets CALL_SECONDS. When the worker
-dies or overruns, the call is an ExplorerError and the next call starts a fresh worker. Measured on the 2-core
-machine at load 7-10 (benchmarks/tokenizer_worker.py, benchmarks/RESULTS.md): the first call, start included,
-0.22 s; an 18-piece sentence 0.34 ms p50 (0.38 p95) against 0.08 ms in the server's own process.
+dies or overruns, the call is an ExplorerError and the next call starts a fresh worker. What the process costs a
+call is docs/PERFORMANCE.md's row (benchmarks/tokenizer_worker.py).
 """
 
 from __future__ import annotations

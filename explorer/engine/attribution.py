@@ -29,13 +29,11 @@ from explorer.faithfulness import (COUNTERFACTUALS, EPSILON, IG_STEPS, IG_TARGET
 from explorer.record import Trace
 
 ROWS_PER_PASS = 512  # integrated gradients' path points per forward and backward pass (memory, not numbers)
-# Steps whose gradients one batched backward takes: a group runs back from its last step only; smaller groups
-# skip more of the later steps' zero gradients but make more calls (12 reverse inputs of 1-30 digits: 4 took 0.44-0.49
-# s a sentence, 8 0.35-0.41, one group 0.38-0.40; eng-fra's 14 steps: 4, 7 and 14 within noise of each other).
+# Steps whose gradients one batched backward takes (a group runs back from its last step only): 8 was the fastest
+# of 4, 8 and all on reverse, within noise on eng-fra (the timings: commit 90f6f0e).
 STEP_GROUP = 8
 # The adversarial α's search: Adam on its logits, from the most promising of the uniform α, the permutation and
-# the one-hots. 20 steps from 3 starts reach 99% of the JSD that 40 from 4 do (eng-fra, two sentences: 0.534 against
-# 0.540 and 0.630 against 0.641, every output within ε) at a third of the time.
+# the one-hots; 20 steps from 3 starts reach 99% of the JSD of 40 from 4 at a third of the time.
 ADVERSARY_STEPS = 20
 ADVERSARY_LR = 0.5
 ADVERSARY_STARTS = 3

@@ -26,8 +26,8 @@ def further_job(bundle: ModelBundle, name: str, cfg: TrainConfig, tsv: bytes | N
     as a new run's (defaults.py), `epochs` sets it in passes over the file."""
     from explorer.checkpoints import checkpoint
     from explorer.engine.bundle import check_text
-    from explorer.errors import ExplorerError
     from explorer.jobs import worker
+    from explorer.training.further_data import check_file
     from explorer.jobs import job_memory
     limits.check({}, cfg, bundle.task)
     copy = private_copy(bundle, name)
@@ -40,11 +40,7 @@ def further_job(bundle: ModelBundle, name: str, cfg: TrainConfig, tsv: bytes | N
         if probe is not None:
             copy.prepare(probe)  # an unusable probe is refused now, with the reason
     else:  # the file is read, and tokenized with the model's own tokenizers, in the job's process (worker.py)
-        if tsv is None:
-            raise ExplorerError(f"{bundle.name} is a translation model: upload a TSV file of sentence pairs to train "
-                                "it on (the file it was trained on, or a new one in the same languages)")
-        if len(tsv) > limits.max_tsv_bytes:
-            raise ExplorerError(f"the file is {len(tsv):,} bytes; the limit is {limits.max_tsv_bytes:,}")
+        check_file(bundle, tsv, limits)
         if probe is not None:
             check_text(probe, "input")  # its pieces are checked there
         probe_text, tokens = probe or "", bundle.model.cfg.max_src_len

@@ -37,6 +37,15 @@ def vocabulary_coverage(bundle: ModelBundle, pairs: list[tuple[str, str]]) -> tu
     return tuple(k / t if t else 0.0 for k, t in zip(known, total))  # type: ignore[return-value]
 
 
+def check_file(bundle: ModelBundle, tsv: bytes | None, limits: Limits) -> None:
+    """ExplorerError unless a file to train translation model `bundle` further on is given, within the limit."""
+    if tsv is None:
+        raise ExplorerError(f"{bundle.name} is a translation model: upload a TSV file of sentence pairs to train "
+                            "it on (the file it was trained on, or a new one in the same languages)")
+    if len(tsv) > limits.max_tsv_bytes:
+        raise ExplorerError(f"the file is {len(tsv):,} bytes; the limit is {limits.max_tsv_bytes:,}")
+
+
 def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int, limits: Limits = LIMITS,
               extra: Sequence[tuple[str, str]] = (), augment: float | None = None,
               note: Callable[[str], None] | None = None, name: str = "upload"
@@ -46,11 +55,7 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int, limits: Limits 
     `extra` pairs join the training split only; `augment` (default: the rate the model was trained with)
     draws typed variants of the training pairs (data/robust.Variation). `note` hears, one line each, which
     lines of the file `name` were skipped and how many pairs are too long for the model, as a new run's."""
-    if tsv is None:
-        raise ExplorerError(f"{bundle.name} is a translation model: upload a TSV file of sentence pairs to train "
-                            "it on (the file it was trained on, or a new one in the same languages)")
-    if len(tsv) > limits.max_tsv_bytes:
-        raise ExplorerError(f"the file is {len(tsv):,} bytes; the limit is {limits.max_tsv_bytes:,}")
+    check_file(bundle, tsv, limits)
     from explorer.data.corpus import load_tsv_bytes, split_pairs
     corpus = load_tsv_bytes(tsv, name=name, max_bytes=limits.max_tsv_bytes)
     say = note or (lambda _text: None)

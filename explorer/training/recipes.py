@@ -236,19 +236,24 @@ def train_from_args(args: argparse.Namespace, on_eval: Callback | None = None, o
                                         max_vocab=args.vocab_size, extra=extra, extra_repeat=args.extra_repeat,
                                         note=note)
     cfg = TrainConfig(**translation_run(train_options, len(data.train_pairs), getattr(args, "epochs", None)))
-    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world, stop=stop,
-                      keep_best=stop is not None)
-    try:
-        result = trainer.run()
-    finally:
-        trainer.close()
+    result = _run(Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world, stop=stop,
+                          keep_best=stop is not None))
     bundle.training = {**bundle.training, "data": Path(args.data).name, "max_tokens": args.max_tokens,
                        "min_freq": args.min_freq, "valid_fraction": args.valid_fraction,
                        "vocab_size": args.vocab_size or "auto", "subword_dropout": args.subword_dropout,
-                       "augment": args.augment,
-                       **({"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat}
-                          if args.extra_data else {})}
+                       "augment": args.augment, **_extra_record(args)}
     return bundle, result
+
+
+def _run(trainer: Trainer) -> TrainResult:
+    try:
+        return trainer.run()
+    finally:
+        trainer.close()
+
+
+def _extra_record(args: argparse.Namespace) -> dict[str, Any]:
+    return {"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat} if args.extra_data else {}
 
 
 def _data_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -292,15 +297,9 @@ def resume_from_args(args: argparse.Namespace, name: str, on_eval: Callback | No
         cfg = TrainConfig(**translation_run(train_options, len(data.train_pairs), getattr(args, "epochs", None)))
         recorded = {key: before[key] for key in ("max_tokens", "min_freq", "valid_fraction", "vocab_size",
                                                  "subword_dropout") if key in before}
-        recorded.update({"data": Path(args.data).name, "augment": args.augment,
-                         **({"extra_data": Path(args.extra_data).name, "extra_repeat": args.extra_repeat}
-                            if args.extra_data else {})})
-    trainer = Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world, stop=stop,
-                      keep_best=stop is not None)
-    try:
-        result = trainer.run()
-    finally:
-        trainer.close()
+        recorded.update({"data": Path(args.data).name, "augment": args.augment, **_extra_record(args)})
+    result = _run(Trainer(bundle, data, cfg, on_step=on_step, on_eval=on_eval, device=device, world=world, stop=stop,
+                          keep_best=stop is not None))
     bundle.training = {**bundle.training, **recorded, "resumed_from": Path(str(args.resume)).name,
                        "resumed_after_steps": int(before.get("steps_done", 0) or 0),
                        "resumed_after_seconds": float(before.get("seconds", 0.0) or 0.0)}

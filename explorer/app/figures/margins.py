@@ -2,13 +2,10 @@
 colour bar), so the browser lays a chart out once instead of twice.
 
 Plotly draws a figure, measures its tick labels, colour bar and titles, and when they need more room than
-the margins give it draws the whole figure again with wider margins (`automargin`, on for every axis in the
-house template). Every chart of Explore's step panel is new on each step change (its figure changed), so each
-paid that second pass: in plotly.js alone the demo's α heatmap took 219 ms with it and 143 ms without, the
-five other step charts about half; in the app the demo view's four heatmaps went from 12 canvas renders per
-step to 8. Here the room is estimated from the labels (widths per character rounded up, so an estimate errs
-wide by a few pixels) and the margins are set to it; automargin stays on, so a label wider than estimated
-still gets its room (and the second pass, as before).
+the margins give it draws the whole figure again with wider margins (`automargin`); every step change paid that
+second pass (benchmarks/RESULTS.md has the timings). Here the room is estimated from the labels (widths per
+character rounded up, erring wide) and the margins are set to it; automargin stays on, so a label wider than
+estimated still gets its room.
 
 Only simple figures are fitted: one x and one y axis, tick labels Plotly draws level or turns 90° (a set
 `tickangle`, or labels it may turn 30°, leave that side to Plotly), colour bars of heatmaps at their default

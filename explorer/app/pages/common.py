@@ -57,6 +57,14 @@ def get_model(name: str):
     raise ExplorerError(f"no model named {name!r}")
 
 
+def model_or_none(name: str):
+    """The model named `name`, or None where there is none (or it cannot be loaded)."""
+    try:
+        return get_model(name)
+    except ExplorerError:
+        return None
+
+
 def model_key(name: str) -> tuple[str, int]:
     """A cache key that changes when a session model is replaced (e.g. a new training snapshot)."""
     return name, session_models().version(name)

@@ -27,19 +27,12 @@ views = engine_module("explorer.app.views")
 DEFAULT_INPUT = "3141592653589793238462643"  # 25 digits: inside reverse's training range, hard without attention
 
 
-def _bundle(name: str):
-    try:
-        return common.get_model(name)
-    except ExplorerError:
-        return None
-
-
 def _default_pair(names: list[str]) -> tuple[str, str]:
     """reverse vs reverse-none when shipped; else the first attention model against the first plain one."""
     if "reverse" in names and "reverse-none" in names:
         return "reverse", "reverse-none"
-    attends = [n for n in names if (b := _bundle(n)) is not None and b.model.cfg.attention != "none"]
-    plain = [n for n in names if (b := _bundle(n)) is not None and b.model.cfg.attention == "none"]
+    attends = [n for n in names if (b := common.model_or_none(n)) is not None and b.model.cfg.attention != "none"]
+    plain = [n for n in names if (b := common.model_or_none(n)) is not None and b.model.cfg.attention == "none"]
     a = attends[0] if attends else names[0]
     b = plain[0] if plain else (names[1] if len(names) > 1 else names[0])
     return a, b
@@ -63,7 +56,7 @@ def curve_section(names: list[str]) -> None:
         "decoder looks back at every encoder state. Same sizes, same training data (the grey band), scored "
         f"on {comparison.CURVE_SAMPLES} fresh inputs at each length {comparison.CURVE_LENGTHS[0]}–"
         f"{comparison.CURVE_LENGTHS[-1]}, including lengths never seen in training.")
-    eligible = [n for n in names if (b := _bundle(n)) is not None and comparison.has_curve(b)]
+    eligible = [n for n in names if (b := common.model_or_none(n)) is not None and comparison.has_curve(b)]
     if not eligible:
         st.info("No copy, reverse or sort model is available: ship checkpoints in pretrained/ or train one on "
                 "the Train page.")
@@ -132,7 +125,7 @@ def sentence_section() -> None:
 
 
 def _set_random_input() -> None:
-    bundle = _bundle(st.session_state.get("compare_model_a", ""))
+    bundle = common.model_or_none(st.session_state.get("compare_model_a", ""))
     if bundle is None:
         return
     seed = st.session_state.get("compare_random_seed", 0) + 1
@@ -176,7 +169,7 @@ def _accuracy(name: str, bundle, length: int) -> tuple[str, str, str]:
 
 def _model_column(name: str, source: str, side: str) -> dict | None:
     """One side of the comparison; returns the model's parameter breakdown for the shared chart."""
-    bundle = _bundle(name)
+    bundle = common.model_or_none(name)
     if bundle is None:
         st.error(f"No model named {name!r}.")
         return None
@@ -241,8 +234,8 @@ def _sync_url() -> None:
 
 def _on_model_a() -> None:
     """A new model A keeps the input only if it reads it (the same kind of input), else takes its first example."""
-    bundle = _bundle(st.session_state.get("compare_model_a", ""))
-    previous = _bundle(st.session_state.get("compare_model_a_shown", ""))
+    bundle = common.model_or_none(st.session_state.get("compare_model_a", ""))
+    previous = common.model_or_none(st.session_state.get("compare_model_a_shown", ""))
     if bundle is None:
         return
     offered = views.example_inputs(bundle, article=common.is_shipped(st.session_state.get("compare_model_a", "")))
@@ -252,9 +245,9 @@ def _on_model_a() -> None:
 
 def _partner(name_a: str, partners: list[str]) -> str:
     """Model B when model A changes kind: one on the same task or languages first, then any other."""
-    first = _bundle(name_a)
+    first = common.model_or_none(name_a)
     others = [n for n in partners if n != name_a]
-    same = [n for n in others if first is not None and (b := _bundle(n)) is not None
+    same = [n for n in others if first is not None and (b := common.model_or_none(n)) is not None
             and (b.task, b.languages) == (first.task, first.languages)]
     return (same or others or [name_a])[0]
 
@@ -262,10 +255,10 @@ def _partner(name_a: str, partners: list[str]) -> str:
 def _partners(name_a: str, names: list[str]) -> list[str]:
     """The models model B may be: those of model A's kind (a toy model fed a sentence, or a translation model
     fed digits, showed only byte pieces)."""
-    first = _bundle(name_a)
+    first = common.model_or_none(name_a)
     if first is None:
         return names
-    return [n for n in names if (b := _bundle(n)) is not None and b.kind == first.kind]
+    return [n for n in names if (b := common.model_or_none(n)) is not None and b.kind == first.kind]
 
 
 def side_by_side_section(names: list[str]) -> None:
@@ -296,7 +289,7 @@ def _side_by_side(names: list[str]) -> None:
                               "a translation model sentences")
     st.session_state["compare_model_a_shown"] = name_a
     if "compare_input" not in st.session_state:
-        bundle = _bundle(name_a)
+        bundle = common.model_or_none(name_a)
         ok = bundle is not None and bundle.task is not None and bundle.task.name != "dates" \
             and all(c in bundle.task.alphabet for c in DEFAULT_INPUT)
         st.session_state["compare_input"] = DEFAULT_INPUT if ok or bundle is None or bundle.task_obj is None \
@@ -367,7 +360,7 @@ def translation_scores_section(name_a: str, name_b: str) -> None:
     """Two translation models of the same languages: BLEU and chrF (sacrebleu, default settings) and exact
     match on the same pairs."""
     from explorer.training.evaluation import score_pairs
-    bundles = {name: _bundle(name) for name in (name_a, name_b)}
+    bundles = {name: common.model_or_none(name) for name in (name_a, name_b)}
     if any(b is None or b.kind != "translation" for b in bundles.values()) or name_a == name_b:
         return
     st.subheader("Translation scores")

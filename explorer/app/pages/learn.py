@@ -58,18 +58,11 @@ def _trace(name: str, source: str):
     return common.cached_trace(name, source)
 
 
-def _loadable(name: str):
-    try:
-        return common.get_model(name)
-    except ExplorerError:
-        return None
-
-
 def _names(keep: Callable) -> list[str]:
     """Registry models (shipped first, then this session's) that a widget can show."""
     out = []
     for name in common.model_names():
-        bundle = _loadable(name)
+        bundle = common.model_or_none(name)
         if bundle is not None and keep(bundle):
             out.append(name)
     return out
@@ -309,7 +302,7 @@ def section_encoder_decoder(t: dict, lang: str) -> None:
 def _bottleneck_names() -> list[str]:
     """Shipped reversal models of one size: the twins (with and without attention, any score function)."""
     shipped = common.shipped_model_names()
-    names = [n for n in shipped if (b := _loadable(n)) is not None and b.task is not None
+    names = [n for n in shipped if (b := common.model_or_none(n)) is not None and b.task is not None
              and b.task.name == "reverse"]
     order = {"dot": 0, "scaled_dot": 1, "additive": 2, "none": 3}
     return sorted(names, key=lambda n: (order.get(common.get_model(n).model.cfg.attention, 9), n))
