@@ -22,8 +22,7 @@ MAX_BEAM_WIDTH = 10  # beams of width k keep k hypotheses per step; the app's sl
 MAX_SAMPLES = 100_000  # fresh samples or TSV pairs one `eval` scores
 MAX_EVAL_LENGTH = 1_000  # the longest toy-task input `eval` may ask for (the model's own limit comes first)
 # A TSV file given on the command line: the app's limit. Preparing a file is linear in its size beyond the
-# tokenizers' bounded training (parsing, cleaning, encoding every pair): 20 MB of sentences takes ~27 CPU s,
-# 50 MB (the limit before) took 64-70 (benchmarks/RESULTS.md), over issue 43's 30 s on 2 cores.
+# tokenizers' bounded training: 20 MB of sentences takes ~27 CPU s (benchmarks/RESULTS.md).
 MAX_TSV_BYTES_CLI = 20_000_000
 MAX_PINS = 1_000  # interventions (masks, pins, forced tokens) in one trace
 MAX_SEED = 2**63 - 1

@@ -294,24 +294,17 @@ def decoding_chain(tr: Trace, truth: Sequence[str] | None = None, k: int = 3) ->
 
 @dataclass(frozen=True)
 class ContextVector:
-    """What the plain decoder starts from: the final encoder state(s) and s_0 derived from them."""
+    """What the plain decoder starts from: s_0, derived from the final encoder state(s)."""
 
-    final_states: np.ndarray  # (H,) or (2H,): forward h_m (and backward h_1 for a bidirectional encoder)
     s0: np.ndarray  # (H,) the decoder's initial state
     bidirectional: bool
     numbers: int  # how many numbers carry the whole input to the decoder
 
 
 def context_vector(bundle: ModelBundle, tr: Trace) -> ContextVector:
-    """The context vector of a trace: the encoder's last state (both directions' ends if bidirectional)."""
-    cfg = bundle.model.cfg
-    h = tr.encoder_states
-    H = cfg.hidden
-    if cfg.bidirectional:
-        final = np.concatenate([h[-1, :H], h[0, H:]])  # → h_m and ← h_1
-    else:
-        final = h[-1]
-    return ContextVector(final, tr.initial_state, cfg.bidirectional, int(tr.initial_state.size))
+    """The context vector of a trace: s_0, made from the encoder's last state (both directions' ends if
+    bidirectional)."""
+    return ContextVector(tr.initial_state, bundle.model.cfg.bidirectional, int(tr.initial_state.size))
 
 
 # --- 6. attention ------------------------------------------------------------------------------

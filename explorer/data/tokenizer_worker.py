@@ -1,11 +1,10 @@
 """Untrusted tokenization in a process of its own, so an abort inside the Rust library ends that process, not the app.
 
-Why: `tokenizers` aborts the whole process on some inputs (an allocation that fails; issue 44 saw a chain of Replace
-normalizers allocate ~10⁹ characters), and in the app that process was the Streamlit server: one upload and one click
-in Explore ended every user's session. `subwords.check_definition` accepts only what our own training writes, and
-every line is bounded before a tokenizer sees it; nothing we know of aborts such a tokenizer, but a library can still
-hold an abort we do not know of. The app's server therefore runs every tokenizer it did not ship or train itself here
-(`subwords.isolate_untrusted`); the CLI runs them in its own process, where an abort ends only that command.
+Why: `tokenizers` aborts the whole process on some inputs (an allocation that fails), and in the app that process
+would be the Streamlit server, every user's session. `subwords.check_definition` accepts only what our own training
+writes and every line is bounded, but a library can still hold an abort we do not know of: the app's server runs
+every tokenizer it did not ship or train itself here (`subwords.isolate_untrusted`); the CLI runs them in its own
+process, where an abort ends only that command.
 
 One worker per server, started at the first call, serves every session (a lock: one call at a time, each well under
 a millisecond for a sentence). Its address space is capped at MAX_WORKER_BYTES, so a definition that allocates
