@@ -50,12 +50,11 @@ def few_pairs_warning(pairs: int) -> str:
             f"these sentences from under {FEW_PAIRS:,} (the shipped models saw tens of thousands)")
 
 
-def translation_steps(pairs: int, batch_size: int, epochs: float | None = None,
-                      floor: int = MIN_STEPS, ceiling: int = MAX_STEPS) -> int:
+def translation_steps(pairs: int, batch_size: int, epochs: float | None = None) -> int:
     """Steps for `epochs` (default EPOCHS) over `pairs` training pairs; without explicit epochs, kept
     within [floor, ceiling]; explicit epochs are honoured as asked (at least one step)."""
     steps = math.ceil((EPOCHS if epochs is None else epochs) * pairs / max(1, batch_size))
-    return max(1, steps) if epochs is not None else max(floor, min(ceiling, steps))
+    return max(1, steps) if epochs is not None else max(MIN_STEPS, min(MAX_STEPS, steps))
 
 
 def eval_interval(steps: int, most: int = MAX_EVAL_EVERY) -> int:
