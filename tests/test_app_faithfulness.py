@@ -129,9 +129,19 @@ def test_the_heatmaps_labels_fit_four_panels_at_1024_px(reverse_explained):
         == {-60}
     titles = [a.text for a in fig.layout.annotations]
     assert "integrated<br>gradients" in titles and "attention α" in titles
-    assert all(len(line) <= fig_faith.TITLE_CHARS for t in titles for line in t.split("<br>"))
+    assert all(len(line) <= fig_faith.TITLE_CHARS // 4 for t in titles for line in t.split("<br>"))
     few = fig_faith.importance_heatmaps(_first_three(reverse_explained), 0)
     assert few.layout.xaxis.tickangle == 0  # three one-digit inputs fit flat
+
+
+@needs("reverse-none")
+def test_two_panels_keep_their_titles_on_one_line():
+    """Without attention the figure has two panels, each half the width: their titles fit on one line (they were
+    broken as if four panels shared the width)."""
+    from explorer.checkpoints.registry import load_shipped
+    from explorer.engine.attribution import explain
+    fig = fig_faith.importance_heatmaps(explain(load_shipped("reverse-none"), "31415926"), 2)
+    assert [a.text for a in fig.layout.annotations] == ["gradient × input", "integrated gradients"]
 
 
 def _first_three(e):

@@ -27,11 +27,12 @@ PANEL_TITLES = {"alpha": "attention α", **{m: METHOD_NAMES[m].split(" (")[0] fo
 HOVER = ("output y<sub>%{customdata[0]}</sub> = %{y}<br>input x<sub>%{customdata[1]}</sub> = %{x}"
          "<br>share = %{z:.4f}<br>score = %{customdata[2]:.4g}<extra>%{meta}</extra>")
 ROW_PX = 30
-# Four panels share the page's width (about 150 px each at 1024 px): their tick labels are angled past this many
-# characters (gaps counted) over all panels, and a panel title past TITLE_CHARS breaks at a space; at 1024x768 in
-# Chromium "1:▁How 2:▁are 3:▁you 4:?" (25 characters) overlapped flat, and "gradient × input" ran into its neighbours.
+# The panels share the page's width (about 150 px each of four at 1024 px): their tick labels are angled past
+# LABEL_CHARS characters (gaps counted) over all panels, and a panel title past its share of TITLE_CHARS breaks at
+# a space; at 1024x768 in Chromium "1:▁How 2:▁are 3:▁you 4:?" (25 characters) overlapped flat, and "gradient ×
+# input" ran into its neighbours of four panels.
 LABEL_CHARS = 56
-TITLE_CHARS = 12
+TITLE_CHARS = 48
 
 
 def _panels(e: Explanation) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -55,7 +56,7 @@ def importance_heatmaps(e: Explanation, step: int | None = None, title: str | No
     x, y = token_labels(e.source_tokens), token_labels(e.output_tokens)
     T, S = len(y), len(x)
     names = {**PANEL_TITLES, **(panel_titles or {})}
-    titles = [_wrapped(names[name]) for name, _, _ in panels]
+    titles = [_wrapped(names[name], TITLE_CHARS // len(panels)) for name, _, _ in panels]
     fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=True, horizontal_spacing=0.02, subplot_titles=titles)
     tt, ii = np.meshgrid(np.arange(1, T + 1), np.arange(1, S + 1), indexing="ij")
     converged = e.attributions.ig_converged()
@@ -90,10 +91,10 @@ def importance_heatmaps(e: Explanation, step: int | None = None, title: str | No
                       legend={"orientation": "h", "yanchor": "top", "y": -0.12, "x": 0.0})
 
 
-def _wrapped(title: str) -> str:
-    """A panel title past TITLE_CHARS on two lines, broken at the space nearest its middle."""
+def _wrapped(title: str, width: int) -> str:
+    """A panel title longer than `width` characters on two lines, broken at the space nearest its middle."""
     spaces = [i for i, ch in enumerate(title) if ch == " "]
-    if len(title) <= TITLE_CHARS or not spaces:
+    if len(title) <= width or not spaces:
         return title
     cut = min(spaces, key=lambda i: abs(i - len(title) / 2))
     return title[:cut] + "<br>" + title[cut + 1:]
