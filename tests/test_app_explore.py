@@ -7,6 +7,7 @@ The app runs on small untrained checkpoints (tests/explore_models.py) in a tempo
 from __future__ import annotations
 
 import base64
+import json
 
 import numpy as np
 import pytest
@@ -597,7 +598,8 @@ def test_a_shipped_translation_model_offers_the_articles_sentence_first(models_d
 
 def test_presenter_mode_draws_each_steps_figures_once_and_no_per_chart_downloads(models_dir, monkeypatch):
     """A step change in presenter mode re-made every chart's projector copy (~25 ms a chart) and six hidden
-    "HTML" links; now each step's copies are made once and the links are left out (the trace's stay)."""
+    "HTML" links; now each step's copies are made once and the links are left out (the trace's stay). The step
+    charts' copies for the next step are made with the current one (sent ahead to the browser's stepper)."""
     import explorer.app.pages.explore_shared as shared
     made = []
     monkeypatch.setattr(shared, "presented", lambda fig: made.append(fig) or fig)
@@ -605,13 +607,47 @@ def test_presenter_mode_draws_each_steps_figures_once_and_no_per_chart_downloads
     first = len(made)
     labels = [b.proto.label for b in at.get("download_button")]
     assert "HTML" not in labels and "Trace as JSON" in labels
-    assert first == len(drawn_charts(at)) >= 6
+    step_charts = len(live_charts(at))
+    assert first == len(drawn_charts(at)) + step_charts and step_charts >= 6
     at.session_state["explore_step"] = 2
     ok(at)
-    assert len(made) == 2 * first
+    assert len(made) == first + step_charts, "only step 3's copies are new"
     at.session_state["explore_step"] = 1
     ok(at)
-    assert len(made) == 2 * first, "a step seen before draws from the cache"
+    assert len(made) == first + step_charts, "a step seen before draws from the cache"
+
+
+def live_charts(at: AppTest) -> dict[str, dict]:
+    """The live charts' data by key (explorer/app/pages/live_chart.py)."""
+    from explorer.app.pages.live_chart import NAME
+    return {el.proto.id.rsplit("-", 1)[-1]: json.loads(el.proto.json) for el in at.get("bidi_component")
+            if el.proto.component_name == NAME}
+
+
+def stepper_data(at: AppTest) -> dict:
+    from explorer.app.pages.live_chart import STEPPER_NAME
+    (element,) = [el for el in at.get("bidi_component") if el.proto.component_name == STEPPER_NAME]
+    return json.loads(element.proto.json)
+
+
+@pytest.mark.parametrize("present", ["0", "1"])
+def test_the_stepper_holds_the_figures_the_charts_get_at_the_steps_beside(models_dir, present):
+    """The browser steps with figures sent ahead (pages/live_chart.py): they must be the very figures the server
+    draws at that step (same JSON, same file name), for every step chart, in and out of presenter mode."""
+    at = open_app(models_dir, present=present)
+    at.session_state["explore_step"] = 2
+    ok(at)
+    ahead = stepper_data(at)
+    assert ahead["t"] == 2 and ahead["steps"] >= 3 and sorted(ahead["ahead"]) == ["1", "3"]
+    assert ahead["keys"] is (present == "1") and ahead["buttons"] == {"prev": "explore_prev", "next": "explore_next"}
+    for step in (1, 3):
+        at.session_state["explore_step"] = step
+        ok(at)
+        charts = live_charts(at)
+        assert set(charts) == set(ahead["ahead"][str(step)])
+        for key, data in charts.items():
+            assert data["step"] == step
+            assert ahead["ahead"][str(step)][key] == {"spec": data["spec"], "config": data["config"]}, key
 
 
 def test_presenter_mode_offers_a_qr_code_and_plain_mode_none(models_dir):

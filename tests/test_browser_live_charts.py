@@ -87,3 +87,65 @@ def test_clicking_a_heatmap_cell_goes_to_its_step(server):
         wait_charts(page)
         assert "step=6" in page.url
         assert page.evaluate(BOX_ROW) == page.evaluate(DRAWN_BOX_ROW) == 5
+
+
+# Every step chart's figure data as drawn (its traces), scrolled to one after another so that each is drawn.
+DRAWN_FIGURES = """async (keys) => {
+  const out = {};
+  for (const key of keys) {
+    const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`);
+    gd.scrollIntoView({block: 'center'});
+    const until = Date.now() + 20000;
+    while ((gd.style.visibility === 'hidden' || gd.__pending) && Date.now() < until)
+      await new Promise(r => setTimeout(r, 50));
+    out[key] = JSON.stringify(gd.data);
+  }
+  return out; }"""
+
+# The heatmap box's row at every frame, from now on (window.__rows).
+WATCH_BOX = """() => { window.__rows = []; const watch = () => { const gd = document.querySelector(
+  '.st-key-explore_heatmap .js-plotly-plot'); const s = gd && gd._fullLayout && gd._fullLayout.shapes;
+  if (s && s.length) { const row = Math.round(s[s.length - 1].y0 + 0.5);
+    if (window.__rows[window.__rows.length - 1] !== row) window.__rows.push(row); }
+  requestAnimationFrame(watch); }; watch(); }"""
+
+
+def test_fast_presses_end_on_their_step_with_every_chart_showing_it(server):
+    """→ pressed three times without waiting: the page ends on step 4 (not fewer steps: the presses are not merged
+    on a busy server), the heatmap's box never goes back to an earlier row on the way, and every step chart shows
+    the same figure as a page opened at step 4; then ← twice and Next once by mouse, the same."""
+    with chromium(width=1024, height=768) as page:
+        open_app(page, server, DEMO.replace("step=1", "step=4"))
+        wait_charts(page)
+        truth4 = page.evaluate(DRAWN_FIGURES, list(STEP_CHARTS))
+        open_app(page, server, DEMO.replace("step=1", "step=3"))
+        wait_charts(page)
+        truth3 = page.evaluate(DRAWN_FIGURES, list(STEP_CHARTS))
+    with chromium(width=1024, height=768) as page:
+        open_app(page, server, DEMO)
+        wait_charts(page)
+        page.wait_for_timeout(500)
+        page.evaluate(WATCH_BOX)
+        page.mouse.click(5, 400)  # the page, not a field, has the keyboard
+        for _ in range(3):
+            page.keyboard.press("ArrowRight")
+        page.wait_for_function("() => window.__rows[window.__rows.length - 1] === 3")
+        wait_idle(page)
+        page.wait_for_timeout(1500)  # any late answer of the server would have come by now
+        wait_idle(page)
+        assert "step=4" in page.url
+        assert page.evaluate("() => window.__rows") == sorted(set(page.evaluate("() => window.__rows")))
+        assert "t = 4 of 9" in page.locator(".st-key-explore_step_panel").inner_text()
+        assert page.evaluate(DRAWN_FIGURES, list(STEP_CHARTS)) == truth4
+        page.locator(".st-key-explore_heatmap").scroll_into_view_if_needed()
+        page.evaluate(WATCH_BOX)
+        page.keyboard.press("ArrowLeft")
+        page.keyboard.press("ArrowLeft")
+        page.locator(".st-key-explore_next button").first.click()  # (a run under way may show two for a moment)
+        page.wait_for_function("() => window.__rows[window.__rows.length - 1] === 2")
+        wait_idle(page)
+        page.wait_for_timeout(1500)
+        wait_idle(page)
+        assert "step=3" in page.url
+        assert "t = 3 of 9" in page.locator(".st-key-explore_step_panel").inner_text()
+        assert page.evaluate(DRAWN_FIGURES, list(STEP_CHARTS)) == truth3

@@ -54,6 +54,7 @@ def render(request: views.Request, cell: str, attn_dim: int) -> None:
 
 def _draw(request: views.Request, cell: str, attn_dim: int) -> None:
     started = time.perf_counter()
+    shared.begin_steps()
     tr = shared.trace_for(request)  # a cache hit: the step never recomputes the trace
     T = tr.steps
     cell_click = state.heatmap_click()
@@ -89,16 +90,16 @@ def _draw(request: views.Request, cell: str, attn_dim: int) -> None:
         if tr.has_attention:
             st.markdown("**Attention αₜᵢ**: rows are output steps yₜ, columns input tokens xᵢ. "
                         "Click a cell to go to its step.")
-            shared.chart(lambda: fig_attention.attention_heatmap(tr, step), "attention-heatmap", K + "heatmap",
-                         cache=(request, step), on_select=state.on_heatmap_click)
+            shared.step_chart(lambda s: fig_attention.attention_heatmap(tr, s), lambda s: "attention-heatmap",
+                              K + "heatmap", request, step, on_select=state.on_heatmap_click)
             if tr.alignment is not None:
                 st.caption("Green rings: the true alignment of the task. Red box: the current step.")
             if tr.has_pieces:
                 _words_view(request, tr)
         else:
             st.markdown("**Decoder states sₜ** (no attention in this model)")
-            shared.chart(lambda: fig_vectors.decoder_states_heatmap(tr, step, title=None), "decoder-states-panel",
-                         K + "states_left", cache=(request, step))
+            shared.step_chart(lambda s: fig_vectors.decoder_states_heatmap(tr, s, title=None),
+                              lambda s: "decoder-states-panel", K + "states_left", request, step)
     with first:
         _step_one(request, tr, step, cell)
     with second:
@@ -113,6 +114,7 @@ def _draw(request: views.Request, cell: str, attn_dim: int) -> None:
         f"Step panel drawn in {shared.format_seconds(panel_ms)} · decoding "
         f"{shared.format_seconds(state.get('compute_ms', 0.0))} (once per input, then cached)",
         help="Server-side timings: changing the step reruns only this panel and never re-decodes")
+    shared.stepper(request, step, T, state.on_browser_step)
 
 
 def _step_bar(t: int, T: int) -> None:
@@ -175,8 +177,8 @@ def _step_one(request: views.Request, tr: Trace, step: int, cell: str) -> None:
         if tr.has_attention:
             notes.append("c₀ = 0")
     st.caption("; ".join(notes) + ("." if notes else "") + " Hover a cell for its exact value.")
-    shared.chart(lambda: fig_vectors.state_update_figure(tr, step), f"step{t}-state-update", K + "fig_state",
-                 cache=(request, step))
+    shared.step_chart(lambda s: fig_vectors.state_update_figure(tr, s), lambda s: f"step{s + 1}-state-update",
+                      K + "fig_state", request, step)
 
 
 def _step_two(request: views.Request, tr: Trace, step: int) -> None:
@@ -186,7 +188,8 @@ def _step_two(request: views.Request, tr: Trace, step: int) -> None:
     st.markdown("##### ② Ask a question: the query")
     st.latex(equations.aligned(equations.query(t, linear=True),
                                equations.key(linear=True) + r", \quad " + equations.value(linear=True)))
-    shared.chart(lambda: fig_vectors.query_figure(tr, step), f"step{t}-query", K + "fig_query", cache=(request, step))
+    shared.step_chart(lambda s: fig_vectors.query_figure(tr, s), lambda s: f"step{s + 1}-query", K + "fig_query",
+                      request, step)
 
 
 def _step_three(tr: Trace, step: int, request: views.Request, attn_dim: int) -> None:
@@ -236,13 +239,13 @@ def _step_three(tr: Trace, step: int, request: views.Request, attn_dim: int) -> 
                    "weights αₜᵢ pick how much of each value vᵢ goes into cₜ. Exact vectors: the K, V, Q tab.")
     cols = st.columns([2, 3], gap="large")
     with cols[0]:
-        alpha_title = f"{equations.weights_title(t)} over the inputs"
-        shared.chart(lambda: fig_attention.weights_bar(tr, step, title=alpha_title), f"step{t}-weights",
-                     K + "fig_weights", cache=(request, step))
+        shared.step_chart(lambda s: fig_attention.weights_bar(tr, s, title=f"{equations.weights_title(s + 1)} over "
+                                                                          "the inputs"),
+                          lambda s: f"step{s + 1}-weights", K + "fig_weights", request, step)
     with cols[1]:
-        sum_title = equations.context_title(t)  # the rest in a caption: at 1024 px a longer title was cut
-        shared.chart(lambda: fig_attention.context_sum(tr, step, title=sum_title), f"step{t}-context", K + "fig_context",
-                     cache=(request, step))
+        # the title alone (the rest in a caption): at 1024 px a longer title was cut
+        shared.step_chart(lambda s: fig_attention.context_sum(tr, s, title=equations.context_title(s + 1)),
+                          lambda s: f"step{s + 1}-context", K + "fig_context", request, step)
         st.caption("Each row a weighted value αₜᵢ·vᵢ, the last row their sum cₜ.")
 
 
@@ -266,9 +269,9 @@ def _step_four(tr: Trace, step: int, request: views.Request) -> None:
         if facts["chosen"] == "<eos>":
             st.caption("<eos>: the model ends its output here.")
     with cols[1]:
-        title = f"{equations.output_title(t)}: the 8 most probable tokens"
-        shared.chart(lambda: fig_steps.output_distribution(tr, step, k=8, title=title),
-                     f"step{t}-output", K + "fig_output", cache=(request, step))
+        shared.step_chart(lambda s: fig_steps.output_distribution(
+                              tr, s, k=8, title=f"{equations.output_title(s + 1)}: the 8 most probable tokens"),
+                          lambda s: f"step{s + 1}-output", K + "fig_output", request, step)
 
 
 def _hidden_tabs(request: views.Request, tr: Trace, step: int) -> None:
@@ -295,17 +298,17 @@ def _hidden_tab_charts(request: views.Request, tr: Trace, step: int, names: list
                 shared.chart(lambda: fig_vectors.encoder_states_heatmap(tr), "encoder-states", K + "fig_h",
                              cache=(request, None))
             with cols[1]:
-                shared.chart(lambda: fig_vectors.decoder_states_heatmap(tr, step), "decoder-states", K + "fig_s",
-                             cache=(request, step))
+                shared.step_chart(lambda s: fig_vectors.decoder_states_heatmap(tr, s), lambda s: "decoder-states",
+                                  K + "fig_s", request, step)
     if not tr.has_attention:
         return
     if shown[1]:
         with tabs[1]:
             cols = st.columns([3, 2], gap="large")
             with cols[0]:
-                title = f"{equations.query_title(step + 1)} among the keys (PCA of kᵢ and qₜ)"
-                shared.chart(lambda: fig_vectors.query_key_space(tr, step, title=title),
-                             f"step{step + 1}-query-key-space", K + "fig_qk", cache=(request, step))
+                shared.step_chart(lambda s: fig_vectors.query_key_space(
+                                      tr, s, title=f"{equations.query_title(s + 1)} among the keys (PCA of kᵢ and qₜ)"),
+                                  lambda s: f"step{s + 1}-query-key-space", K + "fig_qk", request, step)
             cols[1].markdown(QK_SPACE_NOTES.get(tr.attention, QK_SPACE_NOTES["dot"]) + QK_SPACE_COMMON)
     if shown[2]:
         with tabs[2]:
@@ -315,5 +318,5 @@ def _hidden_tab_charts(request: views.Request, tr: Trace, step: int, names: list
             with cols[1]:
                 shared.chart(lambda: fig_vectors.values_heatmap(tr), "values", K + "fig_v", cache=(request, None))
             with cols[2]:
-                shared.chart(lambda: fig_vectors.queries_heatmap(tr, step), "queries", K + "fig_q",
-                             cache=(request, step))
+                shared.step_chart(lambda s: fig_vectors.queries_heatmap(tr, s), lambda s: "queries", K + "fig_q",
+                                  request, step)

@@ -45,6 +45,21 @@ def _figure(request: views.Request, name: str, step: int | None, build: Callable
     return st.session_state[K + "figures"].get_or_compute(key, build)
 
 
+def _live_spec(request: views.Request, name: str, step: Any, fig: Any) -> str:
+    """The JSON a live chart is sent: the figure (its presenter copy in presenter mode), once per step."""
+    if presenter.on():
+        shown = _figure(request, name + " presented", step, lambda: fit_margins(presented(fig)))
+        return _figure(request, name + " presented json", step, lambda: live_chart.figure_json(shown))
+    return _figure(request, name + " json", step, lambda: live_chart.figure_json(fig))
+
+
+def _shown_step(step: Any) -> int | None:
+    """The step (from 1) a live chart's cache step names ((request, step) or (request, (section, step))); None for a
+    figure that is the same at every step."""
+    last = step[-1] if isinstance(step, tuple) else step
+    return last + 1 if isinstance(last, int) else None
+
+
 def chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
     """A figure with a PNG camera (the modebar) and, out of presenter mode, an HTML download (self-contained,
     offline).
@@ -58,16 +73,15 @@ def chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
     if callable(fig):
         build = fig
         fig = _figure(cache[0], name, cache[1], lambda: fit_margins(build())) if cache is not None else fit_margins(build())
-        if cache is not None and presenter.on():
+        if cache is not None and presenter.on() and cache[1] is None:
             base = fig
             shown = _figure(cache[0], name + " presented", cache[1], lambda: fit_margins(presented(base)))
     if cache is not None and cache[1] is not None:
         # A figure that changes with the step: one plot kept mounted and updated in place (pages/live_chart.py);
         # st.plotly_chart would unmount it and draw it from scratch on every step.
-        drawn = shown if shown is not None else fig
-        suffix = " presented json" if shown is not None else " json"
-        spec = _figure(cache[0], name + suffix, cache[1], lambda: live_chart.figure_json(drawn))
-        event = live_chart.draw(spec, key=key, config=plotly_config(name), on_select=kwargs.get("on_select"))
+        spec = _live_spec(cache[0], name, cache[1], fig)
+        event = live_chart.draw(spec, key=key, config=plotly_config(name), on_select=kwargs.get("on_select"),
+                                t=_shown_step(cache[1]), seq=live_chart.seen(st.session_state.get(STEPPER)))
     else:
         # theme=None: our projector-sized fonts, not Streamlit's chart theme.
         event = common.chart(st, shown if shown is not None else fig, key=key, config=plotly_config(name),
@@ -78,6 +92,42 @@ def chart(fig, name: str, key: str, cache: tuple | None = None, **kwargs: Any):
                        mime="text/html", key=key + "_html", on_click="ignore", type="tertiary",
                        help="Download this figure as an interactive HTML page (PNG: the camera icon on the chart)")
     return event
+
+
+STEPPER = K + "stepper"  # the browser's side of stepping (pages/live_chart.py)
+
+
+def _step_charts() -> list:
+    return st.session_state.setdefault(K + "step_charts", [])
+
+
+def begin_steps() -> None:
+    """A step panel run starts: no step charts yet."""
+    st.session_state[K + "step_charts"] = []
+
+
+def step_chart(build: Callable[[int], Any], name: Callable[[int], str], key: str, request: views.Request, step: int,
+               **kwargs: Any):
+    """A chart that changes with the step (a live chart): `build(s)` and `name(s)` are its figure and file name at
+    step s (from 0). Drawn at `step`; `stepper` sends the browser its figures for the steps beside it."""
+    _step_charts().append((key, build, name))
+    return chart(lambda: build(step), name(step), key, cache=(request, step), **kwargs)
+
+
+def stepper(request: views.Request, step: int, steps: int, on_step: Callable[[], None]) -> None:
+    """At the end of the step panel: every step chart's figures for the steps before and after `step`, so ← → and
+    Prev/Next draw them in the browser at once (the same figures, built by the same functions of the trace and
+    the step, and cached as the ones drawn; the server's run then brings the rest of the panel)."""
+    ahead = {}
+    for s in (step - 1, step + 1):
+        if 0 <= s < steps:
+            ahead[s + 1] = {key: {"spec": _live_spec(request, name(s), s, _figure(
+                                request, name(s), s, lambda build=build, s=s: fit_margins(build(s)))),
+                                  "config": plotly_config(name(s))}
+                            for key, build, name in _step_charts()}
+    live_chart.stepper(key=STEPPER, t=step + 1, steps=steps, seq=live_chart.seen(st.session_state.get(STEPPER)),
+                       keys=presenter.shortcut("next") is not None, ahead=ahead,
+                       buttons={"prev": K + "prev", "next": K + "next"}, on_step=on_step)
 
 
 def md(text: str) -> str:

@@ -194,6 +194,15 @@ def step_by(delta: int, steps: int) -> None:
     put("step", min(max(int(get("step", 1)) + delta, 1), steps))
 
 
+def on_browser_step() -> None:
+    """The browser stepped (← → or Prev/Next, pages/live_chart.py) and has drawn that step's charts: the panel
+    follows."""
+    t = live_chart.stepped(st.session_state.get(K + "stepper"))
+    if t is not None:
+        put("playing", False)
+        put("step", max(t, 1))
+
+
 def stop_playing() -> None:
     put("playing", False)
 
