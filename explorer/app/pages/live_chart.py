@@ -239,8 +239,8 @@ function chart({ parentElement, data, setTriggerValue }) {
     parentElement.appendChild(gd);
   }
   live.charts.set(data.key, { gd, setTriggerValue, select: data.select, step: data.step });
+  // (only the stepper, the run's last element, settles a press: with it comes the step the next press starts from)
   if (stale(data)) return;
-  settle(data.seq);
   return show(gd, data, setTriggerValue);
 }
 
