@@ -415,13 +415,12 @@ class Trainer:
         """Whether validation's reaching the target holds on `confirm_samples` other fresh samples too.
 
         Why: a run stops the first time validation reaches the target, so the stop picks a moment when the
-        500 validation samples happen to score high: runs that stopped at 99.8% on them scored 98.6-99.0% on
-        fresh samples. Confirming on a second, larger set that played no part in picking the moment makes the
-        stop's promise hold on samples it never saw. The confirmation must clear the target by CONFIRM_Z standard
-        errors (`confirmation_bar`): a set scoring just at the target is as likely to come from a model below it
-        as above, and runs confirmed at 99.2% scored 98.9% on the next 2,000. It is scored in parts and given up
-        once the parts left could not lift it to the bar (the same decision, sooner). After one that failed, the
-        next waits (`_confirmation_waits`)."""
+        validation samples happen to score high; a second, larger set that played no part in picking the moment
+        makes the promise hold on samples it never saw (benchmarks/RESULTS.md, "the honest stop"). It must clear
+        the target by CONFIRM_Z standard errors (`confirmation_bar`): a set scoring just at the target is as likely
+        to come from a model below it as above. It is scored in parts and given up once the parts left could not
+        lift it to the bar (the same decision, sooner). After one that failed, the next waits
+        (`_confirmation_waits`)."""
         target = self.cfg.target_accuracy
         if target is None or metrics.exact_match < target:
             return False
