@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from explorer.data.corpus import (
     Corpus,
-    Problem,
     corpus_bleu,
     guess_language,
     load_tsv,
@@ -28,7 +27,7 @@ def test_good_file_loads_every_pair_as_written():
     corpus = load_tsv(FIXTURES / "eng-fra-good.tsv")
     assert isinstance(corpus, Corpus)
     assert len(corpus.pairs) == 8
-    assert corpus.problems == ()
+    assert corpus.skipped == ()
     assert corpus.pairs[0] == ("Go.", "Va !")
     assert corpus.pairs[1] == ("Hi.", "Salut\u202f!")
     assert corpus.path == str(FIXTURES / "eng-fra-good.tsv")
@@ -37,26 +36,20 @@ def test_good_file_loads_every_pair_as_written():
 def test_attribution_column_is_ignored():
     corpus = load_tsv(str(FIXTURES / "eng-fra-attribution.tsv"))
     assert corpus.pairs == (("Go.", "Va !"), ("Hi.", "Salut !"), ("Run!", "Cours\u202f!"))
-    assert corpus.problems == ()
+    assert corpus.skipped == ()
 
 
 def test_malformed_lines_are_reported_with_line_numbers():
     corpus = load_tsv(FIXTURES / "eng-fra-malformed.tsv")
     assert corpus.pairs == (("Go.", "Va !"), ("Hi.", "Salut !"), ("Wait!", "Attends !"))
-    assert corpus.problems == (
-        Problem(2, "expected 2 or 3 tab-separated columns, found 1"),
-        Problem(5, "expected 2 or 3 tab-separated columns, found 4"),
-        Problem(6, "empty target"),
-        Problem(7, "empty source"),
-    )
-    assert corpus.problems_omitted == 0
+    assert corpus.skipped == (("expected 2 or 3 tab-separated columns, found 1", 1, (2,)),
+                              ("expected 2 or 3 tab-separated columns, found 4", 1, (5,)),
+                              ("empty target", 1, (6,)), ("empty source", 1, (7,)))
 
 
-def test_problem_list_is_capped_but_counted():
-    data = b"ok\tfine\n" + b"bad\n" * 10
-    corpus = load_tsv_bytes(data, max_problems_listed=3)
-    assert [p.line for p in corpus.problems] == [2, 3, 4]
-    assert corpus.problems_omitted == 7
+def test_skipped_lines_are_counted_whole_and_named_by_their_first_line_numbers():
+    corpus = load_tsv_bytes(b"ok\tfine\n" + b"bad\n" * 10)
+    assert corpus.skipped == (("expected 2 or 3 tab-separated columns, found 1", 10, (2, 3, 4)),)
 
 
 def test_crlf_and_bom_are_tolerated(tmp_path):
@@ -66,7 +59,7 @@ def test_crlf_and_bom_are_tolerated(tmp_path):
     crlf.write_bytes(b"\xef\xbb\xbf" + lf.replace(b"\n", b"\r\n"))
     corpus = load_tsv(crlf)
     assert corpus.pairs == expected
-    assert corpus.problems == ()
+    assert corpus.skipped == ()
 
 
 def test_bad_utf8_line_is_skipped(tmp_path):
@@ -75,7 +68,7 @@ def test_bad_utf8_line_is_skipped(tmp_path):
         "Été".encode("utf-8"), "Été".encode("latin-1")))
     corpus = load_tsv(path)
     assert corpus.pairs == (("Hi.", "Salut !"), ("Bye.", "Au revoir."))
-    assert corpus.problems == (Problem(2, "not valid UTF-8"),)
+    assert corpus.skipped == (("not valid UTF-8", 1, (2,)),)
 
 
 def test_binary_file_is_rejected_clearly(tmp_path):
@@ -88,7 +81,7 @@ def test_binary_file_is_rejected_clearly(tmp_path):
     assert message.endswith("binary file (NUL bytes), not UTF-8 text")
     assert "\n" not in message
     corpus = load_tsv_bytes(b"Hi.\tSalut !\nBad\x00line\tx\n")
-    assert corpus.problems == (Problem(2, "binary data (NUL byte)"),)
+    assert corpus.skipped == (("binary data (NUL byte)", 1, (2,)),)
 
 
 def test_error_lists_first_problems():
@@ -183,14 +176,14 @@ def test_corpus_bleu():
 @pytest.mark.parametrize("name, lines, target_language", [("eng-fra", 112_060, "fr"), ("eng-cmn", 27_008, "zh")])
 def test_real_data(name, lines, target_language):
     corpus = load_tsv(SHARED_DATA / name / "pairs.tsv")
-    assert corpus.problems == ()
+    assert corpus.skipped == ()
     assert len(corpus.pairs) == lines
     assert guess_language([t for _, t in corpus.pairs[:500]]) == ("zh" if target_language == "zh" else "en")
 
 
 def test_skipped_lines_are_counted_by_reason_with_their_first_line_numbers():
     data = b"ok\tfine\n" + b"\xe9t\xe9\tsummer\n" * 4 + b"no tab\n" + b"good\tbien\n"
-    corpus = load_tsv_bytes(data, name="mine.tsv", max_problems_listed=2)
+    corpus = load_tsv_bytes(data, name="mine.tsv")
     assert corpus.skipped == (("not valid UTF-8", 4, (2, 3, 4)),
                               ("expected 2 or 3 tab-separated columns, found 1", 1, (6,)))
     assert corpus.lines == (1, 7)
@@ -204,7 +197,7 @@ def test_a_line_too_long_to_be_a_sentence_pair_is_skipped_unread():
     data = b"Hi.\tSalut !\n" + b"x" * (5 * 1024 * 1024) + b"\ty\nBye.\tAu revoir.\n"
     corpus = load_tsv_bytes(data)
     assert corpus.pairs == (("Hi.", "Salut !"), ("Bye.", "Au revoir."))
-    assert corpus.problems == (Problem(2, f"longer than {MAX_LINE_BYTES:,} bytes"),)
+    assert corpus.skipped == ((f"longer than {MAX_LINE_BYTES:,} bytes", 1, (2,)),)
     with pytest.raises(ExplorerError, match="longer than"):
         load_tsv_bytes(b"x" * (MAX_LINE_BYTES + 1) + b"\ty\n")
 

@@ -30,21 +30,11 @@ _LINES_PER_REASON = 3  # first line numbers shown for each reason a line was ski
 
 
 @dataclass(frozen=True)
-class Problem:
-    """One skipped input line and why it was skipped."""
-
-    line: int
-    reason: str
-
-
-@dataclass(frozen=True)
 class Corpus:
     """The usable sentence pairs of one file, plus the malformed lines that were skipped."""
 
     pairs: tuple[tuple[str, str], ...]
-    problems: tuple[Problem, ...]
     path: str
-    problems_omitted: int = 0
     skipped: tuple[tuple[str, int, tuple[int, ...]], ...] = ()  # (reason, lines, first line numbers), most first
     lines: tuple[int, ...] = ()  # the line number of each pair, so later filters can say which lines they left out
     count: int = 0  # the usable pairs (kept in `pairs`, except by check_tsv_bytes)
@@ -59,7 +49,7 @@ class Corpus:
         return f"{total:,} line{'s' if total != 1 else ''} of {self.path} skipped: " + "; ".join(parts)
 
 
-def load_tsv(path: str | Path, max_bytes: int = MAX_TSV_BYTES_CLI, max_problems_listed: int = 1000) -> Corpus:
+def load_tsv(path: str | Path, max_bytes: int = MAX_TSV_BYTES_CLI) -> Corpus:
     """Read a `source<TAB>target[<TAB>attribution]` file, so users can train on their own pairs."""
     from explorer.storage import read_regular
     p = Path(path)
@@ -74,13 +64,12 @@ def load_tsv(path: str | Path, max_bytes: int = MAX_TSV_BYTES_CLI, max_problems_
     except OSError as e:
         raise ExplorerError(f"cannot read {p}: {e.strerror or e}") from None
     data = read_regular(p, "TSV file", max_bytes)  # devices and FIFOs refused; never more than max_bytes read
-    return _parse(data, str(p), max_bytes, max_problems_listed)
+    return _parse(data, str(p), max_bytes)
 
 
-def load_tsv_bytes(data: bytes, name: str = "upload", max_bytes: int = MAX_TSV_BYTES_CLI,
-                   max_problems_listed: int = 1000) -> Corpus:
+def load_tsv_bytes(data: bytes, name: str = "upload", max_bytes: int = MAX_TSV_BYTES_CLI) -> Corpus:
     """Parse an uploaded file's bytes exactly like `load_tsv`, for the web UI."""
-    return _parse(data, name, max_bytes, max_problems_listed)
+    return _parse(data, name, max_bytes)
 
 
 @dataclass(frozen=True)
@@ -95,11 +84,11 @@ class FileCheck:
 def check_tsv_bytes(data: bytes, name: str = "upload", max_bytes: int = MAX_TSV_BYTES_CLI) -> FileCheck:
     """`load_tsv_bytes`' count of pairs and its skipped lines, or its refusal, reading one line at a time and
     keeping no pair: memory beyond the file is one line."""
-    corpus = _parse(data, name, max_bytes, 0, keep=False)
+    corpus = _parse(data, name, max_bytes, keep=False)
     return FileCheck(corpus.count, corpus.skipped_note())
 
 
-def _parse(data: bytes, name: str, max_bytes: int, max_problems_listed: int, keep: bool = True) -> Corpus:
+def _parse(data: bytes, name: str, max_bytes: int, keep: bool = True) -> Corpus:
     if len(data) > max_bytes:
         raise ExplorerError(f"{name} is too large: {len(data):,} bytes (limit {max_bytes:,})")
     if data.startswith(_UTF16_BOMS):
@@ -109,7 +98,7 @@ def _parse(data: bytes, name: str, max_bytes: int, max_problems_listed: int, kee
         stream.seek(len(_BOM))
     pairs: list[tuple[str, str]] = []
     lines: list[int] = []
-    problems: list[Problem] = []
+    first: list[tuple[int, str]] = []  # the first skipped lines (number, reason), for the message of a file with none
     n_problems = n_pairs = 0
     by_reason: dict[str, list] = {}  # reason -> [count, first line numbers]
     for number, raw in enumerate(stream, start=1):
@@ -121,18 +110,17 @@ def _parse(data: bytes, name: str, max_bytes: int, max_problems_listed: int, kee
                 lines.append(number)
         elif pair_or_reason:
             n_problems += 1
-            if len(problems) < max(max_problems_listed, _PROBLEMS_IN_MESSAGE):
-                problems.append(Problem(number, pair_or_reason))
+            if len(first) < _PROBLEMS_IN_MESSAGE:
+                first.append((number, pair_or_reason))
             tally = by_reason.setdefault(pair_or_reason, [0, []])
             tally[0] += 1
             if len(tally[1]) < _LINES_PER_REASON:
                 tally[1].append(number)
     if not n_pairs:
-        raise ExplorerError(f"no usable sentence pairs in {name}: {_why_empty(data, problems, n_problems)}")
-    problems = problems[:max_problems_listed]
+        raise ExplorerError(f"no usable sentence pairs in {name}: {_why_empty(data, first, n_problems)}")
     skipped = tuple(sorted(((reason, n, tuple(lines)) for reason, (n, lines) in by_reason.items()),
                            key=lambda item: (-item[1], item[2][0])))
-    return Corpus(tuple(pairs), tuple(problems), name, n_problems - len(problems), skipped, tuple(lines), n_pairs)
+    return Corpus(tuple(pairs), name, skipped, tuple(lines), n_pairs)
 
 
 def _parse_line(raw: bytes) -> tuple[str, str] | str:
@@ -158,15 +146,15 @@ def _parse_line(raw: bytes) -> tuple[str, str] | str:
     return source, target
 
 
-def _why_empty(data: bytes, problems: list[Problem], n_problems: int) -> str:
+def _why_empty(data: bytes, first: list[tuple[int, str]], n_problems: int) -> str:
     if not data.strip(b"\r\n"):
         return "the file is empty"
     if b"\x00" in data:
         return "it looks like a binary file (NUL bytes), not UTF-8 text"
-    if not problems:
+    if not first:
         return "every line is blank"
-    listed = ", ".join(f"line {p.line}: {p.reason}" for p in problems[:_PROBLEMS_IN_MESSAGE])
-    more = n_problems - min(len(problems), _PROBLEMS_IN_MESSAGE)
+    listed = ", ".join(f"line {line}: {reason}" for line, reason in first)
+    more = n_problems - len(first)
     return listed + (f" (and {more:,} more)" if more else "")
 
 
