@@ -167,13 +167,12 @@ ACTIVATION_FLOATS = 40
 
 
 def training_memory(tsv_bytes: int = 0, parameters: int = 0, batch: int = 64, tokens: int = 64,
-                    hidden: int = 128, layers: int = 1, separate_process: bool = True) -> int:
+                    hidden: int = 128, layers: int = 1) -> int:
     """An upper estimate, in bytes, of one training job's peak memory (pure: sizes in, bytes out)."""
-    base = BASE_BYTES if separate_process else 0
     data = TSV_BYTES_FACTOR * max(0, tsv_bytes)
     weights = 4 * 4 * max(0, parameters)
     activations = 4 * ACTIVATION_FLOATS * batch * tokens * hidden * layers
-    return base + data + weights + activations
+    return BASE_BYTES + data + weights + activations
 
 
 def memory_budget(env: Mapping[str, str] = os.environ) -> int:

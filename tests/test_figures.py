@@ -86,7 +86,6 @@ def test_heatmap_marks_the_current_step_and_rings_the_true_alignment(copy_trace)
     expected = [(fig.data[0].y[t], fig.data[0].x[i]) for t, i in zip(*np.nonzero(copy_trace.alignment[:rows]))]
     assert list(zip(truth.y, truth.x)) == expected
     assert not fa.attention_heatmap(copy_trace).layout.shapes
-    assert not [d for d in fa.attention_heatmap(copy_trace, show_truth=False).data if d.name == "true alignment"]
 
 
 def test_heatmap_keeps_its_signature_for_other_pages(copy_trace):

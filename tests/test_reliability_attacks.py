@@ -544,7 +544,7 @@ def test_a_second_cli_training_to_the_same_out_is_refused(tmp_path):
 
 
 def test_the_memory_budget_admits_what_fits_and_refuses_the_rest():
-    twenty_mb = limits.training_memory(20_000_000, 3_000_000, 64, 26, 512, 1, separate_process=False)
+    twenty_mb = limits.training_memory(20_000_000, 3_000_000, 64, 26, 512, 1) - limits.BASE_BYTES
     assert 1.0e9 < twenty_mb < 1.8e9, "about what the review measured for a 20 MB file (~1.3 GB)"
     budget = 4_000_000_000
     limits.check_memory_budget(twenty_mb, [twenty_mb], budget)

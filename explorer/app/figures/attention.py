@@ -40,7 +40,7 @@ def output_labels(trace: Trace) -> list[str]:
 
 
 def attention_heatmap(trace: Trace, step: int | None = None, title: str | None = None, *,
-                      show_truth: bool = True, height: int | None = None) -> go.Figure:
+                      height: int | None = None) -> go.Figure:
     """α_ti as a heatmap: rows are output steps, columns input positions; hover shows exact values.
 
     An invisible scatter covers the cells so a click selects a cell (Plotly heatmap clicks do not
@@ -64,7 +64,7 @@ def attention_heatmap(trace: Trace, step: int | None = None, title: str | None =
         x=[x[i] for i in ii.ravel()], y=[y[t] for t in tt.ravel()], mode="markers", customdata=flat,
         showlegend=False, hovertemplate=CELL_HOVER, name="cells",
         marker={"symbol": "square", "size": row_px, "opacity": 0}))
-    if show_truth and trace.alignment is not None:
+    if trace.alignment is not None:
         rows = min(T, trace.alignment.shape[0])
         at, ai = np.nonzero(trace.alignment[:rows])
         fig.add_trace(go.Scatter(
