@@ -70,7 +70,7 @@ class ModelBundle:
         if (self.task is None) == (self.languages is None):
             raise ExplorerError("a model is either for a toy task or for translation")
         if (self.subwords is None) != (self.languages is None):
-            raise ExplorerError("a translation model, and only one, has subword tokenizers")
+            raise ExplorerError("a translation model has subword tokenizers, a toy-task model none")
 
     @property
     def kind(self) -> str:
