@@ -22,14 +22,15 @@ def main() -> None:
     st.set_page_config(page_title="Attention Explorer", page_icon=":material/search:", layout="wide")
     isolate_untrusted()  # an uploaded model's tokenizer runs in a process of its own: an abort there spares the server
     explore = explore_page(_lazy("explore"))
+    alias = explore_alias(explore)
     navigation = st.navigation([
         explore,
         st.Page(_lazy("train"), title="Train", icon=":material/fitness_center:", url_path="train"),
         st.Page(_lazy("compare"), title="Compare", icon=":material/balance:", url_path="compare"),
         st.Page(_lazy("learn"), title="Learn", icon=":material/menu_book:", url_path="learn"),
-        explore_alias(explore),
+        alias,
     ], position="top")  # the pages' links in a bar above them: a sidebar took 320 of a 1024-pixel projector's width
-    holder = warmup.start()
+    holder = warmup.start(live_charts=navigation in (explore, alias))
     try:
         presenter.switch()
         navigation.run()

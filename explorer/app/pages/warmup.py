@@ -6,6 +6,11 @@ that kind arrives, and shows a grey placeholder until it has. On a session's fir
 the server had imported torch and traced the default input (~2 s), so the browser sat idle and then
 spent seconds more loading them. `start()` sends one hidden element of every kind the pages use
 before any heavy import; `finish(holder)` removes them once the page has drawn.
+
+Explore's first view draws only live charts (pages/live_chart.py: the installed plotly.js, 1.5 MB), none
+through st.plotly_chart, so a first run on Explore warms that component and its plotly.js instead of
+Streamlit's chart renderer (4.7 MB of JavaScript that the browser would evaluate for nothing on the
+first view; it loads when a chart of that kind is first shown).
 """
 
 from __future__ import annotations
@@ -14,15 +19,18 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from explorer.app.pages import live_chart
+
 STATE_KEY = "warmup_sent"
 CONTAINER_KEY = "explorer-warmup"
 HIDE = f"<style>.st-key-{CONTAINER_KEY} {{display: none}}</style>"
 K = "warmup_"  # widget keys
 
 
-def start() -> DeltaGenerator | None:
-    """On a session's first run, hidden elements of every kind the pages draw; None on later runs
-    (the browser has the renderers)."""
+def start(live_charts: bool = False) -> DeltaGenerator | None:
+    """On a session's first run, hidden elements of every kind the pages draw, the charts as live charts
+    when `live_charts` (the page's first view has no other kind); None on later runs (the browser has the
+    renderers)."""
     if st.session_state.get(STATE_KEY):
         return None
     st.session_state[STATE_KEY] = True
@@ -44,7 +52,10 @@ def start() -> DeltaGenerator | None:
         st.download_button("warm-up", b"", key=K + "download", disabled=True)
         st.metric("warm-up", 0, label_visibility="collapsed")
         st.progress(0)
-        st.plotly_chart(go.Figure(), key=K + "chart")  # the largest renderer (its evaluation blocks the rest)
+        if live_charts:  # the component's code and plotly.js, evaluated while the server imports the engine
+            live_chart.draw(live_chart.figure_json(go.Figure()), key=K + "live_chart", config={})
+        else:
+            st.plotly_chart(go.Figure(), key=K + "chart")  # the largest renderer (its evaluation blocks the rest)
         st.dataframe({"x": [0]}, key=K + "table")  # needs pandas: after the others
     return holder
 
