@@ -37,6 +37,8 @@ def start(live_charts: bool = False) -> DeltaGenerator | None:
     holder = st.empty()
     with holder.container(key=CONTAINER_KEY):
         st.html(HIDE)
+        if live_charts:  # first: its plotly.js is fetched and evaluated while the server imports the engine
+            live_chart.draw(live_chart.figure_json(go.Figure()), key=K + "live_chart", config={})
         st.latex("x")
         hidden = {"disabled": True, "label_visibility": "collapsed"}
         st.selectbox("warm-up", ["x"], key=K + "selectbox", **hidden)
@@ -52,9 +54,7 @@ def start(live_charts: bool = False) -> DeltaGenerator | None:
         st.download_button("warm-up", b"", key=K + "download", disabled=True)
         st.metric("warm-up", 0, label_visibility="collapsed")
         st.progress(0)
-        if live_charts:  # the component's code and plotly.js, evaluated while the server imports the engine
-            live_chart.draw(live_chart.figure_json(go.Figure()), key=K + "live_chart", config={})
-        else:
+        if not live_charts:
             st.plotly_chart(go.Figure(), key=K + "chart")  # the largest renderer (its evaluation blocks the rest)
         st.dataframe({"x": [0]}, key=K + "table")  # needs pandas: after the others
     return holder
