@@ -35,7 +35,7 @@ def _live_charts(at: AppTest) -> list:
 
 @pytest.mark.parametrize("live", [False, True])
 def test_first_run_sends_hidden_elements_of_each_kind_then_nothing(live):
-    at = AppTest.from_string(UNFINISHED.replace("LIVE", str(live))).run()
+    at = AppTest.from_string(UNFINISHED.replace("LIVE", str(live)), default_timeout=60).run()  # a loaded machine
     assert not at.exception
     kinds = [k for k in KINDS if k != "plotly_chart"] if live else KINDS
     missing = [kind for kind in kinds if len(at.get(kind)) != 1]
