@@ -4,6 +4,7 @@ in the same headless Chromium:
 - cold start: `python -m explorer.app.serve` (the README's app command) started fresh, seconds from process start
   until Explore has fully rendered (script idle, every Plotly chart drawn, no loading placeholder), against a bare
   two-page Streamlit app drawing one Plotly chart (run.py's BARE_APP); starts alternate, medians; target ≤ 1.5×.
+  Also the CPU seconds the server and the browser spent until then (medians): where the work is, whatever the load.
 - step change: on the README's demo view (reverse, 31415926, presenter mode), → pressed and the time until the
   heatmap has been redrawn with the current-step box on the new row; p50 and p95 over many presses, forward
   and back. The floor: a bare Streamlit app whose fragment redraws a heatmap of the same size with its box on
@@ -80,25 +81,40 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, min(len(ordered) - 1, -(-len(ordered) * q // 100) - 1))]
 
 
+def _own_cpu() -> float:
+    """CPU seconds of this process and its descendants: Playwright's driver and Chromium, the server too."""
+    return _tree_cpu(os.getpid())
+
+
 def cold_starts(browser, starts: int, rendered: str, env: dict) -> dict:
-    """Alternating fresh starts of the bare app and ours, each opened in a fresh browser context."""
+    """Alternating fresh starts of the bare app and ours, each opened in a fresh browser context. Besides the
+    wall time, each start's CPU seconds until rendered (less sensitive to the shared machine's load): the
+    server's, from its start, and the browser's (Chromium and Playwright's driver), from the page's opening."""
     bare_dir = Path(tempfile.mkdtemp(prefix="bench-bare-"))
     (bare_dir / "bare.py").write_text(BARE_APP)
     runs: dict[str, list[float]] = {"bare": [], "app": []}
+    cpu: dict[str, list[tuple[float, float]]] = {"bare": [], "app": []}
     for _ in range(starts):
         for side, script, cwd in (("bare", "bare.py", bare_dir), ("app", "app.py", ROOT)):
             context = browser.new_context(viewport={"width": 1024, "height": 768})
             page = context.new_page()
             page.set_default_timeout(300_000)
             with _serving(script, cwd, env, cwd / f"server-{side}.log" if side == "bare"
-                          else Path(tempfile.mkdtemp(prefix="bench-app-")) / "server.log") as (url, _, t0, _):
+                          else Path(tempfile.mkdtemp(prefix="bench-app-")) / "server.log") as (url, proc, t0, _):
+                before = _own_cpu() - _tree_cpu(proc.pid)
                 page.goto(url + "/")
                 page.wait_for_function(rendered, polling=50)
                 runs[side].append(time.perf_counter() - t0)
+                server = _tree_cpu(proc.pid)
+                cpu[side].append((server, _own_cpu() - server - before))
             context.close()
     bare, app = statistics.median(runs["bare"]), statistics.median(runs["app"])
-    return {"bare_s": bare, "app_s": app, "ratio": app / bare,
-            "bare_runs_s": [round(x, 3) for x in runs["bare"]], "app_runs_s": [round(x, 3) for x in runs["app"]]}
+    out = {"bare_s": bare, "app_s": app, "ratio": app / bare,
+           "bare_runs_s": [round(x, 3) for x in runs["bare"]], "app_runs_s": [round(x, 3) for x in runs["app"]]}
+    for side in ("bare", "app"):
+        out[f"{side}_server_cpu_s"] = statistics.median(c[0] for c in cpu[side])
+        out[f"{side}_browser_cpu_s"] = statistics.median(c[1] for c in cpu[side])
+    return out
 
 
 def _busy_ms(cdp) -> float:
@@ -194,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
                 out["cold_start"] = c = cold_starts(browser, args.starts, rendered, env)
                 print(f"cold start: ours {c['app_s']:.2f} s {c['app_runs_s']}, bare {c['bare_s']:.2f} s "
                       f"{c['bare_runs_s']}: {c['ratio']:.2f}× (target ≤ 1.5×)", flush=True)
+                print(f"  CPU until rendered (median): server ours {c['app_server_cpu_s']:.2f} s, bare "
+                      f"{c['bare_server_cpu_s']:.2f} s; browser ours {c['app_browser_cpu_s']:.2f} s, bare "
+                      f"{c['bare_browser_cpu_s']:.2f} s", flush=True)
             if args.only != "cold":
                 out["step"] = s = step_section(browser, args.steps, env, rendered)
                 print(f"step change: ours p50 {s['app']['p50_ms']:.0f} ms, p95 {s['app']['p95_ms']:.0f} ms; bare p50 "
