@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from browser_support import CHARTS, chromium, open_app, wait_charts, wait_idle
+from explorer.app.pages import live_chart
 
 STEP_CHARTS = ("explore_heatmap", "explore_fig_state", "explore_fig_query", "explore_fig_weights",
                "explore_fig_context", "explore_fig_output")
@@ -73,7 +74,7 @@ def test_a_step_change_updates_the_step_charts_in_place(server):
         page.wait_for_timeout(300)
         assert weights.is_visible() and page.evaluate(WEIGHTS) != first_weights, "on the screen: step 2's α"
         assert page.evaluate(MARKED, list(STEP_CHARTS)) == list(STEP_CHARTS), "a step chart was drawn anew"
-        ours = [(u, status) for u, status in scripts if u.endswith("/plotly.min.js")]
+        ours = [(u, status) for u, status in scripts if u.endswith("/" + live_chart.PLOTLY_FILE)]
         assert len(ours) == 1 and ours[0][0].startswith(server.url) and ours[0][1] == 200, scripts  # from here, once
         # Explore's views draw live charts only: the warm-up loads their plotly.js, not Streamlit's chart renderer
         # (4.7 MB of JavaScript evaluated for nothing on a cold start: pages/warmup.py).

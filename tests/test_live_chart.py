@@ -6,7 +6,10 @@ lost, and the page's plotly.js was a 404 whenever the preload imported the page 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
+import plotly
 import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -37,9 +40,9 @@ def test_the_chart_sends_the_figure_and_the_installed_plotly_js_declared_in_the_
     (element,) = [el for el in at.get("bidi_component") if el.proto.component_name == live_chart.NAME]
     data = json.loads(element.proto.json)
     assert json.loads(data["spec"]) == json.loads(go.Figure(go.Bar(x=[1, 2], y=[3, 4])).to_json())
-    assert data["plotly"].startswith("component/") and data["plotly"].endswith("/plotly.min.js")
+    assert data["plotly"].startswith("component/") and data["plotly"].endswith("/" + live_chart.PLOTLY_FILE)
     assert ("plotly_js", str(live_chart.PLOTLY_DIR), True) in declared  # in the run: kept by its runtime
-    assert (live_chart.PLOTLY_DIR / "plotly.min.js").is_file()
+    assert (live_chart.PLOTLY_DIR / live_chart.PLOTLY_FILE).is_file()
     assert data["select"] is False
 
 
@@ -48,3 +51,26 @@ def test_a_click_comes_back_as_the_selection():
     assert live_chart.clicked(state) == state["select"]
     assert live_chart.clicked({"select": None}) is None
     assert live_chart.clicked(None) is None
+
+
+def _bundle_header() -> str:
+    return (live_chart.PLOTLY_DIR / live_chart.PLOTLY_FILE).read_text(encoding="utf-8")[:200]
+
+
+def test_the_cartesian_bundle_is_the_installed_plotly_js_version():
+    """The figures' JSON comes from the installed plotly package: the browser's plotly.js must be its version."""
+    header = _bundle_header()
+    assert "plotly.js (cartesian - minified)" in header
+    assert f"v{plotly.offline.get_plotlyjs_version()}\n" in header, header
+
+
+def test_every_trace_type_the_app_draws_is_in_the_bundle():
+    """A trace type outside the cartesian bundle would be a chart that cannot be drawn: every go.<Trace>( in the
+    app's figures and pages is one of the bundle's trace modules (its README lists them, as the package's does)."""
+    listed = (live_chart.PLOTLY_DIR / "README.md").read_text(encoding="utf-8").split("with the trace modules")[1]
+    modules = set(re.findall(r"`([a-z0-9]+)`", listed.split(".")[0]))
+    assert {"bar", "heatmap", "scatter"} <= modules
+    app = Path(live_chart.__file__).resolve().parents[1]
+    used = {name.lower() for path in [*app.glob("figures/*.py"), *app.glob("pages/*.py")]
+            for name in re.findall(r"\bgo\.([A-Z][A-Za-z0-9]*)\(", path.read_text(encoding="utf-8"))} - {"figure"}
+    assert used and used <= modules, used - modules

@@ -7,8 +7,9 @@ in the page, no iframe) keeps one plot per key and hands the new figure to `Plot
 place: the heatmap's box moves instead of the heatmap being rebuilt. The figure is still the pure function of the
 trace that st.plotly_chart got (explorer/app/figures/*), sent as the same JSON.
 
-plotly.js is the installed plotly package's own file, served by Streamlit's static route for declared components
-(never a CDN) and loaded once per page, not per render. A click on a point (the heatmap's invisible cell markers)
+plotly.js is plotly's own cartesian bundle of the installed package's plotly.js version (static/plotly: the 2D traces
+the app's figures use, a third of the full bundle that the browser evaluated on every cold start), served by
+Streamlit's static route for declared components (never a CDN) and loaded once per page, not per render. A click on a point (the heatmap's invisible cell markers)
 comes back as the event `select`, shaped like st.plotly_chart's selection ({"selection": {"points": [...]}}).
 
 The stepper (`stepper`, the same module in a second role, at the end of the step panel) lets the browser step
@@ -24,11 +25,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-import plotly
 import plotly.io as pio
 import streamlit as st
 
-PLOTLY_DIR = Path(plotly.__file__).resolve().parent / "package_data"
+PLOTLY_DIR = Path(__file__).resolve().parents[3] / "static" / "plotly"
+PLOTLY_FILE = "plotly-cartesian.min.js"
 
 TESTID = "explorerLiveChart"  # the plot's element
 FRAME_PREFIX = "live_chart_"  # the key of the container around each live chart (its class: st-key-live_chart_KEY)
@@ -267,13 +268,13 @@ def figure_json(fig: Any) -> str:
 
 
 def plotly_url() -> str:
-    """The address of the installed package's plotly.min.js on this server.
+    """The address of plotly.js (PLOTLY_FILE) on this server.
 
     Declared only for its files: Streamlit serves a declared component's folder at component/<name>/<file>, with
     browser caching. Declared in the run, every time: a declaration outside a script run (the server's preload
     thread imports this module) is not registered, and the page's plotly.js was then a 404."""
     files = st.components.v1.declare_component("plotly_js", path=str(PLOTLY_DIR))
-    return f"component/{files.name}/plotly.min.js"
+    return f"component/{files.name}/{PLOTLY_FILE}"
 
 
 def draw(spec: str, *, key: str, config: dict, on_select: Callable[[], None] | None = None, t: int | None = None,

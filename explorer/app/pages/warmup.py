@@ -7,7 +7,7 @@ the server had imported torch and traced the default input (~2 s), so the browse
 spent seconds more loading them. `start()` sends one hidden element of every kind the pages use
 before any heavy import; `finish(holder)` removes them once the page has drawn.
 
-Explore's first view draws only live charts (pages/live_chart.py: the installed plotly.js, 1.5 MB), none
+Explore's first view draws only live charts (pages/live_chart.py: plotly's cartesian bundle, 1.5 MB), none
 through st.plotly_chart, so a first run on Explore warms that component and its plotly.js instead of
 Streamlit's chart renderer (4.7 MB of JavaScript that the browser would evaluate for nothing on the
 first view; it loads when a chart of that kind is first shown).
