@@ -157,6 +157,33 @@ print(json.dumps({"said": said, "left": glob.glob(tempfile.gettempdir() + "/pyto
     assert out["left"] == []
 
 
+def test_a_rank_that_failed_while_rank_0_still_joined_is_the_one_line(tmp_path) -> None:
+    """Rank 1 of a run on a bad file fails at once and leaves; rank 0, slower on a busy machine, was still in gloo's
+    full-mesh connect, which then fails ("Connection closed by peer"). That is rank 1's error, said in one line (it
+    was an internal error: the join was outside the check that finds the rank that failed)."""
+    out = run_script("""
+import multiprocessing, time
+import torch.distributed as dist
+from explorer.errors import ExplorerError
+from explorer.training.distributed import DistributedError
+def joining(backend, store, rank, world_size, timeout):
+    if rank == 0:
+        while multiprocessing.active_children():
+            time.sleep(0.05)
+        raise RuntimeError("Gloo connectFullMesh failed with [..] Connection closed by peer [127.0.0.1]:5")
+dist.init_process_group = joining
+def body(world):
+    raise ExplorerError("the file has no pairs")
+try:
+    run_ranks(2, torch.device("cpu"), body)
+    said = None
+except DistributedError as exc:
+    said = str(exc)
+print(json.dumps({"said": said}))
+""", TMPDIR=str(tmp_path))
+    assert out["said"] == "training process 1 failed: the file has no pairs"
+
+
 def train_command(out: Path, *extra: str, steps: int = 12) -> list[str]:
     return [sys.executable, "-m", "explorer", "train", "--task", "reverse", "--out", str(out), "--steps", str(steps),
             "--eval-every", "6", *TINY, *extra]

@@ -239,8 +239,8 @@ def run_ranks(size: int, device: torch.device, body: Callable[[World], T]) -> T:
         store = dist.TCPStore("127.0.0.1", 0, size, is_master=True, timeout=TIMEOUT, wait_for_workers=False)
         for _ in range(size - 1):
             port_writer.send(store.port)
-        dist.init_process_group(backend_for(device), store=store, rank=0, world_size=size, timeout=TIMEOUT)
-        try:
+        try:  # a rank whose body failed at once may have left while this one still joins (gloo's full mesh)
+            dist.init_process_group(backend_for(device), store=store, rank=0, world_size=size, timeout=TIMEOUT)
             result = body(World(0, size, device))
         except (DistributedError, RuntimeError, dist.DistError) as exc:
             why = _why_ranks_stopped(ranks)
