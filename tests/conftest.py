@@ -45,6 +45,7 @@ MULTIPROCESS = frozenset({  # start several processes (ranks, training jobs, CLI
     "test_app_compare", "test_app_train", "test_cli", "test_determinism", "test_distributed", "test_isolation",
     "test_jobs", "test_load_test",
     "test_subword_dropout::test_training_batches_are_spelt_afresh_alike_on_every_rank",
+    "test_reliability_ui::test_an_uploaded_translation_model_tokenizes_in_the_worker_and_its_abort_is_a_message",
 })
 SLOW = frozenset({  # one process, but long: training runs, real corpora, a fresh interpreter per case
     "test_reliability_attacks", "test_train", "test_translation", "test_torch_free", "test_readme_peak",
@@ -55,6 +56,7 @@ SLOW = frozenset({  # one process, but long: training runs, real corpora, a fres
     "test_corpus::test_real_data",
     "test_embed_dropout::test_the_cli_trains_with_it_and_stores_it",
     "test_optim::test_training_does_not_import_torch_dynamo",
+    "test_faithfulness::test_the_stored_reports_are_what_the_cli_computes",
 })
 LONG_TIERS = ("slow", "browser", "multiprocess")
 
