@@ -110,7 +110,8 @@ class JobRegistry:
         return [e.job.memory for sid, e in self._entries.items() if sid != but and e.job.state in (RUNNING, QUEUED)]
 
     def stop_all(self) -> None:
-        """Stop every job and forget them (server shutdown, tests)."""
+        """Stop every job and forget them (tests: a server that ends needs none of this, its job processes end when
+        their pipe closes, worker.py)."""
         with self._lock:
             entries, self._entries = list(self._entries.values()), {}
         for entry in entries:
