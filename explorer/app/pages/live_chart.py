@@ -15,9 +15,9 @@ comes back as the event `select`, shaped like st.plotly_chart's selection ({"sel
 The stepper (`stepper`, the same module in a second role, at the end of the step panel) lets the browser step
 without waiting for the server: it holds each step chart's figures for the steps beside the current one (built by
 the server from the trace, as the charts' own), draws them when ← → (presenter mode) or Prev/Next is pressed, and
-tells the server the step as a value ({t, seq}), so the rest of the panel follows. Before, a step went to the
-browser only after the whole panel's run (p95 606-620 ms to the redrawn heatmap against a bare fragment's
-258-283 ms), and presses that reached a busy server together were merged into one.
+tells the server the step as a value ({t, seq}), so the rest of the panel follows: a step no longer waits for the
+whole panel's run, and presses that reach a busy server together are not merged into one (timings:
+docs/PERFORMANCE.md's live-demo row).
 """
 
 from __future__ import annotations
