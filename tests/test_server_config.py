@@ -66,3 +66,52 @@ def test_the_served_app_imports_the_first_view_in_the_background_with_one_torch_
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert found["imported"] == found["wanted"] and "explorer.app.views" in found["wanted"]
     assert found["omp"] == "1" and found["threads"] == 1
+
+
+def _served(path: str, *, status: int = 200, content_type: bytes = b"text/html; charset=utf-8",
+            extra: list | None = None, chunks: tuple[bytes, ...] = (b"<html><head><title>x</title>", b"</head></html>"),
+            method: str = "GET") -> tuple[dict, bytes]:
+    """What `serve.fetch_plotly_early` sends for a request to `path` answered by an app sending `chunks`."""
+    import asyncio
+
+    from explorer.app import serve
+
+    async def app(scope, receive, send):
+        length = str(sum(map(len, chunks))).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", content_type), (b"content-length", length), *(extra or [])]})
+        for i, chunk in enumerate(chunks):
+            await send({"type": "http.response.body", "body": chunk, "more_body": i < len(chunks) - 1})
+
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request"}
+
+    asyncio.run(serve.fetch_plotly_early(app)({"type": "http", "method": method, "path": path}, receive, send))
+    start = sent[0]
+    return start, b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_explores_document_asks_for_plotly_js_itself():
+    """Explore's HTML (at / and /explore) carries the live charts' plotly.js as an async script, so the browser
+    fetches and evaluates it while it waits for the first run; the length header follows the longer body."""
+    from explorer.app import serve
+    for path in ("/", "/explore", "/explore/"):
+        start, body = _served(path)
+        assert body == b"<html><head><title>x</title>" + serve.PLOTLY_TAG + b"</head></html>"
+        assert dict(start["headers"])[b"content-length"] == str(len(body)).encode()
+    assert b'src="./app/static/plotly/plotly-cartesian.min.js"' in serve.PLOTLY_TAG
+    assert (ROOT / "static" / "plotly" / "plotly-cartesian.min.js").is_file()
+
+
+def test_every_other_response_passes_unchanged():
+    html = b"<html><head><title>x</title></head></html>"
+    for kwargs in ({"path": "/learn"}, {"path": "/app/static/x.html"}, {"path": "/", "method": "HEAD"},
+                   {"path": "/", "status": 304}, {"path": "/", "content_type": b"application/json"},
+                   {"path": "/", "extra": [(b"content-encoding", b"gzip")]}):
+        start, body = _served(**kwargs)
+        assert body == html and dict(start["headers"])[b"content-length"] == str(len(html)).encode(), kwargs

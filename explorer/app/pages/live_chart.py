@@ -42,14 +42,23 @@ JS = """
 const live = window.__explorerLive || (window.__explorerLive = { charts: new Map(), stepper: null, listening: false });
 
 function plotlyOnce(url) {
-  // One plotly.js per page, whichever chart asks first; kept apart from Streamlit's own copy.
+  // One plotly.js per page, whichever chart asks first; kept apart from Streamlit's own copy. Explore's document
+  // may have asked for it already (the script "explorer-plotly", explorer/app/serve.py): that one is awaited.
   if (!window.__explorerPlotly) {
     window.__explorerPlotly = new Promise((resolve, reject) => {
-      const script = document.createElement("script");
-      script.src = new URL(url, document.baseURI).href;
-      script.onload = () => resolve(window.Plotly);
-      script.onerror = () => { window.__explorerPlotly = null; reject(new Error("plotly.js did not load")); };
-      document.head.appendChild(script);
+      const early = document.getElementById("explorer-plotly");
+      if (early && window.Plotly) { resolve(window.Plotly); return; }
+      const fresh = !early || early.dataset.failed;
+      const script = fresh ? document.createElement("script") : early;
+      script.addEventListener("load", () => resolve(window.Plotly));
+      script.addEventListener("error", () => {
+        window.__explorerPlotly = null;
+        reject(new Error("plotly.js did not load"));
+      });
+      if (fresh) {
+        script.src = new URL(url, document.baseURI).href;
+        document.head.appendChild(script);
+      }
     });
   }
   return window.__explorerPlotly;
@@ -268,13 +277,9 @@ def figure_json(fig: Any) -> str:
 
 
 def plotly_url() -> str:
-    """The address of plotly.js (PLOTLY_FILE) on this server.
-
-    Declared only for its files: Streamlit serves a declared component's folder at component/<name>/<file>, with
-    browser caching. Declared in the run, every time: a declaration outside a script run (the server's preload
-    thread imports this module) is not registered, and the page's plotly.js was then a 404."""
-    files = st.components.v1.declare_component("plotly_js", path=str(PLOTLY_DIR))
-    return f"component/{files.name}/{PLOTLY_FILE}"
+    """The address of plotly.js (PLOTLY_FILE) on this server: Streamlit's static serving of static/ (on in
+    .streamlit/config.toml), the copy Explore's document already asks for (explorer/app/serve.py)."""
+    return f"app/static/plotly/{PLOTLY_FILE}"
 
 
 def draw(spec: str, *, key: str, config: dict, on_select: Callable[[], None] | None = None, t: int | None = None,
