@@ -9,8 +9,8 @@ trace that st.plotly_chart got (explorer/app/figures/*), sent as the same JSON.
 
 plotly.js is plotly's own cartesian bundle of the installed package's plotly.js version (static/plotly: the 2D traces
 the app's figures use, a third of the full bundle that the browser evaluated on every cold start), served by
-Streamlit's static route for declared components (never a CDN) and loaded once per page, not per render. A click on a point (the heatmap's invisible cell markers)
-comes back as the event `select`, shaped like st.plotly_chart's selection ({"selection": {"points": [...]}}).
+Streamlit's static serving of static/ (never a CDN) and loaded once per page, not per render: Explore's document asks
+for it itself (explorer/app/serve.py). A click on a point (the heatmap's invisible cell markers) comes back as the event `select`, shaped like st.plotly_chart's selection ({"selection": {"points": [...]}}).
 
 The stepper (`stepper`, the same module in a second role, at the end of the step panel) lets the browser step
 without waiting for the server: it holds each step chart's figures for the steps beside the current one (built by
