@@ -8,8 +8,8 @@ tokenizers, examples), and CJK punctuation and full-width forms. Renamed "Explor
 version, as the licence asks). Development-time only; the app never runs fontTools.
 
     apt-get download fonts-noto-cjk && dpkg-deb -x fonts-noto-cjk_*.deb noto
-    pip install -c constraints.txt ".[fonts]"
-    python scripts/build_cjk_font.py noto/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
+    bash scripts/setup.sh   # fontTools and brotli are the project's own dependencies
+    .venv/bin/python scripts/build_cjk_font.py noto/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
 """
 
 from __future__ import annotations

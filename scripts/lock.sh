@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
-# Refresh constraints.txt, the lock: resolve the project's dependencies (every extra) afresh in a throwaway venv and
-# pin every version that resolution picked, torch included (at TORCH, default the lock's current pin: the CPU wheel
-# is installed first, as setup.sh does). Run after changing pyproject.toml's dependencies, then run the test suite
-# (bash scripts/test.sh) before committing the new file.
+# Refresh requirements.lock, the lock: every package that pyproject.toml's requirements need with all its extras,
+# its build backend (setuptools) and pip, each pinned with the sha256 of every file of that version (pip-compile from
+# pip-tools, in a throwaway venv), then torch's entry widened to PyPI's macOS and Windows wheels and the header
+# written (scripts/lockfile.py). Pins already in the lock are kept: arguments go to pip-compile, e.g. --upgrade
+# (every package) or --upgrade-package streamlit. Then run the test suite (bash scripts/test.sh) and commit the lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
-TORCH="${TORCH:-$(grep -i '^torch==' constraints.txt)}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$PYTHON" -m venv "$tmp/venv"
-"$tmp/venv/bin/pip" install -q --disable-pip-version-check "$TORCH"
-"$tmp/venv/bin/pip" install -q --disable-pip-version-check ".[test,browser,fonts]"
-{
-  echo "# The lock: versions the test suite passed with, torch included; setup.sh installs them. Refresh: bash scripts/lock.sh"
-  "$tmp/venv/bin/pip" freeze --disable-pip-version-check --exclude-editable \
-    | grep -v -i -E '^attention-explorer(==| @)' | sort -f
-} > constraints.txt
-echo "wrote constraints.txt ($(grep -c '==' constraints.txt) pins)"
+"$tmp/venv/bin/pip" install -q --disable-pip-version-check "pip-tools==7.7.0"
+"$tmp/venv/bin/pip-compile" -q --generate-hashes --all-extras --allow-unsafe \
+  --strip-extras --no-header --no-emit-index-url --no-emit-find-links --output-file requirements.lock \
+  pyproject.toml scripts/lock.in "$@"
+"$tmp/venv/bin/python" scripts/lockfile.py finish requirements.lock
+echo "wrote requirements.lock ($(grep -c -E '^[A-Za-z0-9].*==' requirements.lock) pins)"
