@@ -15,9 +15,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 install=(.venv/bin/pip install -q --disable-pip-version-check --require-hashes)
-# pip first, from its own entry in the lock: a venv's bundled pip may be older than 26.1, the first that checks
-# what a constraints file pins against that file's hashes (the two steps below rely on it).
-"${install[@]}" -r <(awk '/^[^ #]/ { keep = /^pip==/ } keep' "$LOCK")
+# pip and setuptools first, from their own entries in the lock: a venv's bundled pip may be older than 26.1, the
+# first that checks what a constraints file pins against that file's hashes (the steps below rely on it), and
+# setuptools builds the project at the end.
+"${install[@]}" -r <(awk '/^[^ #]/ { keep = /^(pip|setuptools)==/ } keep' "$LOCK")
 # torch next, so that a system whose torch the lock does not admit (see the lock's header) stops here, early.
 "${install[@]}" -c "$LOCK" torch
 # The project's requirements and those of EXTRAS (pyproject.toml), each at the lock's version and hashes.
