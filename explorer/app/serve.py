@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 MAX_REQUEST_BYTES = 4 * 1024 * 1024  # above Chromium's 2 MiB address limit
@@ -24,10 +24,6 @@ MAX_REQUEST_BYTES = 4 * 1024 * 1024  # above Chromium's 2 MiB address limit
 # the browser loads Streamlit's JavaScript, so the first run finds them ready instead of importing them after.
 # (explorer's modules import one another without cycles, so two threads importing them cannot deadlock.)
 PRELOAD = ("explorer.app.views", "explorer.app.pages.explore")
-# Explore's document asks for the live charts' plotly.js itself (async: evaluated while the browser waits for the
-# first run, instead of after the page's charts have arrived); pages/live_chart.py uses this copy.
-PLOTLY_TAG = (b'<script async id="explorer-plotly" src="./app/static/plotly/plotly-cartesian.min.js" '
-              b'onerror="this.dataset.failed = 1"></script>')
 
 
 def allow_long_addresses() -> None:
@@ -43,58 +39,11 @@ def allow_long_addresses() -> None:
     class Config(uvicorn.Config):
         explorer_long_addresses = True
 
-        def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("h11_max_incomplete_event_size", MAX_REQUEST_BYTES)
-            super().__init__(fetch_plotly_early(app), *args, **kwargs)
+            super().__init__(*args, **kwargs)
 
     uvicorn.Config = Config  # type: ignore[misc]
-
-
-def _explore_document(path: str) -> bool:
-    """Whether `path` is one of Explore's addresses (its first view draws live charts)."""
-    from streamlit import config
-
-    from explorer.app.pages.addresses import EXPLORE_ALIAS
-    base = (config.get_option("server.baseUrlPath") or "").strip("/")
-    path = path.strip("/")
-    if base:
-        if path != base and not path.startswith(base + "/"):
-            return False
-        path = path[len(base):].strip("/")
-    return path in ("", EXPLORE_ALIAS)
-
-
-def fetch_plotly_early(app: Callable) -> Callable:
-    """The ASGI `app`, with PLOTLY_TAG added to the head of Explore's HTML document (other responses unchanged)."""
-    async def wrapped(scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http" or scope["method"] != "GET" or not _explore_document(scope["path"]):
-            await app(scope, receive, send)
-            return
-        start: dict | None = None
-        body = b""
-
-        async def add_tag(message: dict) -> None:
-            nonlocal start, body
-            if message["type"] == "http.response.start":
-                headers = {k.lower(): v for k, v in message.get("headers", [])}
-                if message["status"] == 200 and headers.get(b"content-type", b"").startswith(b"text/html") \
-                        and b"content-encoding" not in headers:
-                    start = message
-                    return
-            elif message["type"] == "http.response.body" and start is not None:
-                body += message.get("body", b"")
-                if message.get("more_body"):
-                    return
-                body = body.replace(b"</head>", PLOTLY_TAG + b"</head>", 1)
-                start["headers"] = [(k, str(len(body)).encode() if k.lower() == b"content-length" else v)
-                                    for k, v in start.get("headers", [])]
-                await send(start)
-                await send({"type": "http.response.body", "body": body})
-                return
-            await send(message)
-
-        await app(scope, receive, add_tag)
-    return wrapped
 
 
 def preload(modules: Sequence[str] = PRELOAD) -> threading.Thread:

@@ -9,8 +9,8 @@ trace that st.plotly_chart got (explorer/app/figures/*), sent as the same JSON.
 
 plotly.js is plotly's own cartesian bundle of the installed package's plotly.js version (static/plotly: the 2D traces
 the app's figures use, a third of the full bundle that the browser evaluated on every cold start), served by
-Streamlit's static serving of static/ (never a CDN) and loaded once per page, not per render: Explore's document asks
-for it itself (explorer/app/serve.py). A click on a point (the heatmap's invisible cell markers) comes back as the event `select`, shaped like st.plotly_chart's selection ({"selection": {"points": [...]}}).
+Streamlit's static route for declared components (never a CDN) and loaded once per page, not per render. A click on a point (the heatmap's invisible cell markers)
+comes back as the event `select`, shaped like st.plotly_chart's selection ({"selection": {"points": [...]}}).
 
 The stepper (`stepper`, the same module in a second role, at the end of the step panel) lets the browser step
 without waiting for the server: it holds each step chart's figures for the steps beside the current one (built by
@@ -42,23 +42,14 @@ JS = """
 const live = window.__explorerLive || (window.__explorerLive = { charts: new Map(), stepper: null, listening: false });
 
 function plotlyOnce(url) {
-  // One plotly.js per page, whichever chart asks first; kept apart from Streamlit's own copy. Explore's document
-  // may have asked for it already (the script "explorer-plotly", explorer/app/serve.py): that one is awaited.
+  // One plotly.js per page, whichever chart asks first; kept apart from Streamlit's own copy.
   if (!window.__explorerPlotly) {
     window.__explorerPlotly = new Promise((resolve, reject) => {
-      const early = document.getElementById("explorer-plotly");
-      if (early && window.Plotly) { resolve(window.Plotly); return; }
-      const fresh = !early || early.dataset.failed;
-      const script = fresh ? document.createElement("script") : early;
-      script.addEventListener("load", () => resolve(window.Plotly));
-      script.addEventListener("error", () => {
-        window.__explorerPlotly = null;
-        reject(new Error("plotly.js did not load"));
-      });
-      if (fresh) {
-        script.src = new URL(url, document.baseURI).href;
-        document.head.appendChild(script);
-      }
+      const script = document.createElement("script");
+      script.src = new URL(url, document.baseURI).href;
+      script.onload = () => resolve(window.Plotly);
+      script.onerror = () => { window.__explorerPlotly = null; reject(new Error("plotly.js did not load")); };
+      document.head.appendChild(script);
     });
   }
   return window.__explorerPlotly;
@@ -277,9 +268,13 @@ def figure_json(fig: Any) -> str:
 
 
 def plotly_url() -> str:
-    """The address of plotly.js (PLOTLY_FILE) on this server: Streamlit's static serving of static/ (on in
-    .streamlit/config.toml), the copy Explore's document already asks for (explorer/app/serve.py)."""
-    return f"app/static/plotly/{PLOTLY_FILE}"
+    """The address of plotly.js (PLOTLY_FILE) on this server.
+
+    Declared only for its files: Streamlit serves a declared component's folder at component/<name>/<file>, with
+    browser caching. Declared in the run, every time: a declaration outside a script run (the server's preload
+    thread imports this module) is not registered, and the page's plotly.js was then a 404."""
+    files = st.components.v1.declare_component("plotly_js", path=str(PLOTLY_DIR))
+    return f"component/{files.name}/{PLOTLY_FILE}"
 
 
 def draw(spec: str, *, key: str, config: dict, on_select: Callable[[], None] | None = None, t: int | None = None,
