@@ -215,9 +215,15 @@ def wait_idle(page, timeout: float = 180_000, settle: float = RUN_STARTS_WITHIN)
         page.wait_for_function("seen => window.__explorerRuns().runs > seen", arg=seen,
                                timeout=60_000 if seen == 0 else max(settle, RUN_STARTS_WITHIN))
     page.wait_for_selector(IDLE, timeout=timeout)
-    page.wait_for_function(f"""() => {{ const r = window.__explorerRuns();
-                                         return r.state === 'notRunning' && r.quiet >= {QUIET}; }}""",
-                           timeout=timeout)
+    try:
+        page.wait_for_function(f"""() => {{ const r = window.__explorerRuns();
+                                             return r.state === 'notRunning' && r.quiet >= {QUIET}; }}""",
+                               timeout=timeout)
+    except PlaywrightTimeout:  # say what the page kept doing: runs that never end, or one after another
+        runs = page.evaluate("() => window.__explorerRuns()")
+        raise AssertionError(f"the page did not stay idle for {QUIET} ms within {timeout / 1000:g} s: "
+                             f"{runs['runs'] - seen} runs started since the interaction, now {runs['state']} for "
+                             f"{runs['quiet']:.0f} ms") from None
     page.evaluate("() => { window.__explorerSeen = window.__explorerRuns().runs; }")
 
 
