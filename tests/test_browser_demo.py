@@ -160,6 +160,7 @@ def test_presenter_mode_large_labels_keyboard_and_a_1024x768_fit(server, tmp_pat
         page.wait_for_selector(".st-key-explore_pause button", timeout=30_000)
         page.keyboard.press(" ")
         page.wait_for_selector(".st-key-explore_play button", timeout=30_000)
+        wait_idle(page)  # the pause's run has drawn the step it stopped on (read mid-run, the heading was a step behind)
         # typing in a field is typing, not stepping
         before = step()
         field = page.get_by_role("textbox", name="Input", exact=True)
