@@ -657,3 +657,28 @@ def test_presenter_mode_offers_a_qr_code_and_plain_mode_none(models_dir):
     popovers = presenting.get("popover")
     assert len(popovers) == 1 and popovers[0].key == "presenter_qr"
     assert "not known here" in popovers[0].caption[0].value  # AppTest has no browser address to encode
+
+
+def test_the_step_panel_sends_its_step_even_when_the_browsers_copy_of_the_address_shows_it(models_dir, monkeypatch):
+    """The browser sends its copy of the address with each run, and under fast presses that copy can predate the
+    answer to the previous run: ← ← Next under load ended with the page on step 3 and the address on step=2 (the
+    server, whose copy already said step=3, sent nothing, and its earlier step=2 arrived last). The page now sends
+    every value it last sent otherwise, so the last address the browser gets is the view's."""
+    from streamlit.runtime.state.query_params import QueryParams
+    sent = []
+    send = QueryParams._send_query_param_msg
+    monkeypatch.setattr(QueryParams, "_send_query_param_msg", lambda self: sent.append(dict(self._query_params))
+                        or send(self))
+    at = open_app(models_dir)
+    for step in (3, 2):
+        at.session_state["explore_step"] = step
+        ok(at)
+    assert at.query_params["step"] == "2" and sent[-1]["step"] == "2"
+    sent.clear()
+    at.query_params["step"] = "3"  # the copy the browser sent with its next press: step 3, as the page will be
+    ok(at)
+    assert state(at, "step") == 3
+    assert sent and sent[-1]["step"] == "3"
+    sent.clear()
+    ok(at)
+    assert not sent, "nothing is sent when the address already shows the view"

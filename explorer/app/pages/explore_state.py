@@ -126,13 +126,19 @@ def sync_url(request: views.Request, t: int | None = None) -> None:
     if t is not None:  # the step panel's own runs (Play's timer, Next): their URLs may come back late
         put("stepped", [*(get("stepped") or []), want["step"]][-64:])
     want.update(views.intervention_query(request.intervention))
+    # The browser's copy of the address comes with each run and can predate the answer to the previous run (fast
+    # presses): a value this page last sent otherwise is sent again, or that late answer would be the address.
+    sent = get("sent") or {}
     for key, value in want.items():
-        if st.query_params.get(key) != value:
+        if st.query_params.get(key) != value or sent.get(key) != value:
             st.query_params[key] = value
     for key in ("target", "width", "node") + INTERVENTION_URL_KEYS:
         if key not in want and key in st.query_params:
             del st.query_params[key]
+        elif key not in want and key in sent:  # the late answer would bring it back
+            st.query_params["step"] = want["step"]
     put("synced", want)
+    put("sent", want)
 
 
 def examples(bundle: Any) -> list[str]:
