@@ -129,6 +129,19 @@ print(json.dumps(run_ranks(2, torch.device("cpu"), body)))
     assert out["split"] == out["whole"] and 0 < out["whole"]["token_accuracy"] < 1
 
 
+def test_every_rank_gets_the_store_port_whole_however_many_read_at_once() -> None:
+    """Rank 0 tells the forked ranks its store's port through pipes. The ranks read one pipe together and split
+    each other's messages ("training process 1 failed: UnpicklingError: invalid load key" or "EOFError: Ran out
+    of input", each after the 60-second timeout): half of the runs of four ranks failed. Each rank reads its own."""
+    out = run_script("""
+said = []
+for _ in range(6):
+    said.append(run_ranks(4, torch.device("cpu"), lambda world: world.sum([float(world.rank)])[0]))
+print(json.dumps({"said": said}))
+""", timeout=120, EXPLORER_DIST_TIMEOUT="20")
+    assert out["said"] == [6.0] * 6
+
+
 def test_a_ranks_own_error_reaches_rank_0_as_one_line_and_leaves_no_file(tmp_path) -> None:
     """A forked rank's error (its message as the product says it, or the type and first line of any other) ends
     rank 0's next collective, and rank 0 says which rank failed and why; torch.multiprocessing's error file for

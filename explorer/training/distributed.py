@@ -195,13 +195,13 @@ class _RankFailed(Exception):
 
 
 def _rank(index: int, size: int, device: torch.device, ports, body: Callable[[World], object]) -> None:
-    """Forked rank `index + 1` (start_processes counts its children from 0): take rank 0's store port, join, run
-    `body`. Its own error reaches rank 0 as one line; a collective another rank broke exits with code 3."""
+    """Forked rank `index + 1` (start_processes counts its children from 0): take rank 0's store port from its
+    own pipe (`ports[index]`: ranks reading one pipe together split each other's messages), join, run `body`. Its own error reaches rank 0 as one line; a collective another rank broke exits with code 3."""
     with contextlib.suppress(OSError, AttributeError):  # Linux's PR_SET_PDEATHSIG: end with rank 0, whatever it does
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is rank 0's to handle; this one ends with it
     try:
-        store = dist.TCPStore("127.0.0.1", ports.recv(), size, is_master=False, timeout=TIMEOUT)
+        store = dist.TCPStore("127.0.0.1", ports[index].recv(), size, is_master=False, timeout=TIMEOUT)
         dist.init_process_group(backend_for(device), store=store, rank=index + 1, world_size=size, timeout=TIMEOUT)
         body(World(index + 1, size, device))
     except BaseException as exc:  # noqa: BLE001 - said to rank 0 in one line
@@ -231,14 +231,15 @@ def run_ranks(size: int, device: torch.device, body: Callable[[World], T]) -> T:
     if not can_fork():
         raise ExplorerError("training in several processes needs fork and a process with one thread; "
                             "use --processes 1 or torchrun")
-    ports, port_writer = multiprocessing.get_context("fork").Pipe(duplex=False)
-    ranks = start_processes(_rank, (size, device, ports, body), nprocs=size - 1, join=False, daemon=True,
-                            start_method="fork")
-    ports.close()
+    pipes = [multiprocessing.get_context("fork").Pipe(duplex=False) for _ in range(size - 1)]
+    ranks = start_processes(_rank, (size, device, [reader for reader, _ in pipes], body), nprocs=size - 1,
+                            join=False, daemon=True, start_method="fork")
+    for reader, _ in pipes:
+        reader.close()
     try:
         store = dist.TCPStore("127.0.0.1", 0, size, is_master=True, timeout=TIMEOUT, wait_for_workers=False)
-        for _ in range(size - 1):
-            port_writer.send(store.port)
+        for _, writer in pipes:
+            writer.send(store.port)
         try:  # a rank whose body failed at once may have left while this one still joins (gloo's full mesh)
             dist.init_process_group(backend_for(device), store=store, rank=0, world_size=size, timeout=TIMEOUT)
             result = body(World(0, size, device))
@@ -256,7 +257,8 @@ def run_ranks(size: int, device: torch.device, body: Callable[[World], T]) -> T:
         return result
     finally:
         leave()
-        port_writer.close()
+        for _, writer in pipes:
+            writer.close()
         for process, error_file in zip(ranks.processes, ranks.error_files):
             if process.is_alive():
                 process.join(2)
