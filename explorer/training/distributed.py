@@ -196,7 +196,8 @@ class _RankFailed(Exception):
 
 def _rank(index: int, size: int, device: torch.device, ports, body: Callable[[World], object]) -> None:
     """Forked rank `index + 1` (start_processes counts its children from 0): take rank 0's store port from its
-    own pipe (`ports[index]`: ranks reading one pipe together split each other's messages), join, run `body`. Its own error reaches rank 0 as one line; a collective another rank broke exits with code 3."""
+    own pipe (`ports[index]`: ranks reading one pipe together split each other's messages), join, run `body`.
+    Its own error reaches rank 0 as one line; a collective another rank broke exits with code 3."""
     with contextlib.suppress(OSError, AttributeError):  # Linux's PR_SET_PDEATHSIG: end with rank 0, whatever it does
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is rank 0's to handle; this one ends with it
