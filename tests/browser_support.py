@@ -214,8 +214,8 @@ def wait_idle(page, timeout: float = 180_000, settle: float = RUN_STARTS_WITHIN)
     with contextlib.suppress(PlaywrightTimeout):
         page.wait_for_function("seen => window.__explorerRuns().runs > seen", arg=seen,
                                timeout=60_000 if seen == 0 else max(settle, RUN_STARTS_WITHIN))
-    page.wait_for_selector(IDLE, timeout=timeout)
     try:
+        page.wait_for_selector(IDLE, timeout=timeout)
         page.wait_for_function(f"""() => {{ const r = window.__explorerRuns();
                                              return r.state === 'notRunning' && r.quiet >= {QUIET}; }}""",
                                timeout=timeout)
