@@ -525,10 +525,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def leave(code: int) -> None:
-    """Exit with `code` once what was printed is out, without the interpreter's teardown: by then every file is
-    written and closed, child processes are joined, and the teardown was torch's finalizers, 0.4-0.8 s of a
-    10-second `train` (benchmarks/RESULTS.md, "2026-12-07 evening")."""
+def run() -> None:
+    """The command line (`python -m explorer` and the installed `explorer`): main(), then exit with its code once
+    what was printed is out, without the interpreter's teardown: by then every file is written and closed, child
+    processes are joined, and the teardown was torch's finalizers, 0.4-0.8 s of a 10-second `train`
+    (benchmarks/RESULTS.md, "2026-12-07 evening")."""
+    code = main()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -538,4 +540,4 @@ def leave(code: int) -> None:
 
 
 if __name__ == "__main__":
-    leave(main())
+    run()
