@@ -272,15 +272,18 @@ def test_step_controls_move_through_decoding(models_dir):
 
 def test_play_advances_and_pause_stops(models_dir):
     at = open_app(models_dir)
+    assert at.button(key="explore_play").label == "Play"
     at.button(key="explore_play").click()
     ok(at)
     assert state(at, "playing") is True
+    assert at.button(key="explore_play").label == "Pause"  # the same button, so one Space key
     first = state(at, "step")
     ok(at)  # what the fragment's timer does in the browser
     assert state(at, "step") == first + 1
-    at.button(key="explore_pause").click()
+    at.button(key="explore_play").click()
     ok(at)
     assert state(at, "playing") is False
+    assert at.button(key="explore_play").label == "Play"
     stopped = state(at, "step")
     ok(at)
     assert state(at, "step") == stopped

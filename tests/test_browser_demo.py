@@ -157,9 +157,9 @@ def test_presenter_mode_large_labels_keyboard_and_a_1024x768_fit(server, tmp_pat
         wait_idle(page)
         assert step() == 1
         page.keyboard.press(" ")
-        page.wait_for_selector(".st-key-explore_pause button", timeout=30_000)
+        _play_button(page, "Pause").first.wait_for(timeout=30_000)
         page.keyboard.press(" ")
-        page.wait_for_selector(".st-key-explore_play button", timeout=30_000)
+        _play_button(page, "Play").first.wait_for(timeout=30_000)
         wait_idle(page)  # the pause's run has drawn the step it stopped on (read mid-run, the heading was a step behind)
         # typing in a field is typing, not stepping
         before = step()
@@ -192,3 +192,50 @@ def test_without_presenter_mode_keys_do_nothing(server):
         page.wait_for_timeout(1500)
         wait_idle(page)
         assert "step=1" in page.url
+
+
+
+def _step_of(page) -> int:
+    return int(re.search(r"t = (\d+) of", page.locator("h4", has_text=re.compile(r"t = \d+ of")).first
+                         .inner_text()).group(1))
+
+
+def _play_button(page, label: str):
+    """The step bar's play/pause button while it reads `label` ("Play" or "Pause"; case matters: the icons'
+    names are "play_arrow" and "pause")."""
+    return page.locator('[class*="st-key-explore_"] [data-testid="stButton"]', has_text=re.compile(label))
+
+
+# For `ms`, every 20 ms: how many play/pause buttons the page shows (a Play and a Pause at once would each
+# take the Space key).
+PLAY_BUTTONS = """ms => new Promise(done => { const most = [0, 0], start = Date.now();
+  const id = setInterval(() => {
+    const shown = Array.from(document.querySelectorAll('[class*="st-key-explore_"] [data-testid="stButton"]'))
+      .filter(b => /Play|Pause/.test(b.innerText)).length;
+    if (shown > most[0]) most.splice(0, 2, shown, Date.now() - start);
+    if (Date.now() - start > ms) { clearInterval(id); done(most); } }, 20); })"""
+
+
+def test_space_plays_and_pauses_and_a_pause_holds(server):
+    """Space starts and stops playing, again and again; after each pause the step stays put, and at no moment
+    are there two buttons for Space to press. In CI a pause was followed by two more ticks (step 3 went on
+    to 5): while a run replaced Play by Pause (two buttons, each with Space) the page showed both."""
+    with chromium(1024, 768) as page:
+        open_app(page, server, "?model=reverse&input=3141592653589&present=1")
+        wait_charts(page)
+        page.mouse.click(5, 300)  # focus the page, not a field
+        for _ in range(3):
+            page.keyboard.press(" ")
+            most, at = page.evaluate(PLAY_BUTTONS, 2500)  # the run that starts playing, and a tick or two
+            assert most == 1, f"{most} play/pause buttons {at} ms after Space started playing"
+            assert _play_button(page, "Pause").count() == 1
+            assert page.evaluate(SQUEEZED_BUTTONS) == [], "Pause and its key hint should fit"
+            page.keyboard.press(" ")
+            most, at = page.evaluate(PLAY_BUTTONS, 1500)
+            assert most == 1, f"{most} play/pause buttons {at} ms after Space paused"
+            wait_idle(page)
+            paused_on = _step_of(page)
+            page.wait_for_timeout(3000)  # more than two ticks of the timer
+            wait_idle(page)
+            assert _step_of(page) == paused_on, "playing went on after the pause"
+            assert _play_button(page, "Play").count() == 1 and _play_button(page, "Pause").count() == 0

@@ -63,3 +63,20 @@ def test_the_app_removes_the_warm_up_once_the_page_has_drawn(monkeypatch):
     assert not _warmup_keys(at) and not [el for el in _live_charts(at) if warmup.K in el.proto.id]
     assert not [w for w in (*at.selectbox, *at.text_input, *at.button) if w.key and w.key.startswith(warmup.K)]
     assert "$$\nx\n$$" not in [el.value for el in at.latex]
+
+
+def _place(at: AppTest, text: str) -> int:
+    """Where in the page's main block the markdown `text` is."""
+    return next(i for i, node in at.main.children.items() if getattr(node, "value", None) == text)
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_every_element_keeps_its_place_after_the_first_run(live):
+    """The warm-up's place stays taken (empty) on later runs: without it each element's place moved up one on
+    the second run, and the browser kept the first run's elements beside the second's until that run ended
+    (Explore showed a Play and a Pause button at once, and Space pressed both)."""
+    at = AppTest.from_string(UNFINISHED.replace("LIVE", str(live)), default_timeout=60).run()
+    first = _place(at, "page")
+    at.run()
+    assert not at.exception
+    assert _place(at, "page") == first

@@ -130,15 +130,15 @@ def _step_bar(t: int, T: int) -> None:
                   width="stretch", help="First step (Home in presenter mode)")
     bar[1].button("Prev", icon=":material/skip_previous:", key=K + "prev", shortcut=presenter.shortcut("prev"), on_click=state.step_by, args=(-1, T),
                   disabled=t <= 1, width="stretch", help="Previous step (← in presenter mode)")
-    if state.get("playing"):
-        bar[2].button("Pause", icon=":material/pause:", key=K + "pause", shortcut=presenter.shortcut("pause"), on_click=state.stop_playing, width="stretch",
-                      help="Space in presenter mode")
-    elif bar[2].button("Play", icon=":material/play_arrow:", key=K + "play", shortcut=presenter.shortcut("play"), width="stretch", disabled=T <= 1,
-                       help=f"Advance one step every {PLAY_SECONDS:g} s (space in presenter mode)"):
-        if t >= T:
-            state.put("step", 1)
-        state.put("playing", True)
-        st.rerun()  # a full run starts the fragment's timer
+    # One button for Space, doing what it said when pressed: while a run moves an element, the browser shows
+    # its old copy beside the new until the run ends, and a Play beside a Pause took one Space as both.
+    playing = bool(state.get("playing"))
+    if bar[2].button("Pause" if playing else "Play", icon=":material/pause:" if playing else ":material/play_arrow:",
+                     key=K + "play", shortcut=presenter.shortcut("play"), on_click=state.set_playing,
+                     args=(not playing, T), width="stretch", disabled=T <= 1 and not playing,
+                     help="Space in presenter mode" if playing else
+                     f"Advance one step every {PLAY_SECONDS:g} s (space in presenter mode)"):
+        st.rerun()  # a full run starts or drops the fragment's timer
     bar[3].button("Next", icon=":material/skip_next:", icon_position="right", key=K + "next", shortcut=presenter.shortcut("next"), on_click=state.step_by,
                   args=(1, T), disabled=t >= T, width="stretch", help="Next step (→ in presenter mode)")
     bar[4].button(":material/last_page:", key=K + "last", shortcut=presenter.shortcut("last"), on_click=state.step_by, args=(T - t, T), disabled=t >= T,

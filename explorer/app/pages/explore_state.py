@@ -209,8 +209,12 @@ def on_browser_step() -> None:
         put("step", max(t, 1))
 
 
-def stop_playing() -> None:
-    put("playing", False)
+def set_playing(playing: bool, steps: int) -> None:
+    """The play/pause button: what it said when pressed (so a press counts once, however often it arrives);
+    playing from the last step starts again at the first."""
+    if playing and int(get("step", 1)) >= steps:
+        put("step", 1)
+    put("playing", playing)
 
 
 def on_candidate() -> None:

@@ -58,7 +58,7 @@ PRESENTER_CSS = """
 """
 
 # The keys of the step controls (Streamlit's own button shortcuts, which leave typing in a field alone).
-SHORTCUTS = {"first": "Home", "prev": "Left", "play": "Space", "pause": "Space", "next": "Right", "last": "End"}
+SHORTCUTS = {"first": "Home", "prev": "Left", "play": "Space", "next": "Right", "last": "End"}
 
 
 def on() -> bool:
@@ -134,5 +134,5 @@ def qr_code() -> None:
 
 
 def shortcut(control: str) -> str | None:
-    """The key of a step control ("first", "prev", "play", "pause", "next", "last") in presenter mode."""
+    """The key of a step control ("first", "prev", "play", "next", "last"; "play" also pauses) in presenter mode."""
     return SHORTCUTS[control] if on() else None

@@ -27,14 +27,14 @@ HIDE = f"<style>.st-key-{CONTAINER_KEY} {{display: none}}</style>"
 K = "warmup_"  # widget keys
 
 
-def start(live_charts: bool = False) -> DeltaGenerator | None:
+def start(live_charts: bool = False) -> DeltaGenerator:
     """On a session's first run, hidden elements of every kind the pages draw, the charts as live charts
-    when `live_charts` (the page's first view has no other kind); None on later runs (the browser has the
-    renderers)."""
-    if st.session_state.get(STATE_KEY):
-        return None
-    st.session_state[STATE_KEY] = True
+    when `live_charts` (the page's first view has no other kind); on later runs an empty placeholder in the
+    same place (the browser has the renderers), so that no element after it moves."""
     holder = st.empty()
+    if st.session_state.get(STATE_KEY):
+        return holder
+    st.session_state[STATE_KEY] = True
     with holder.container(key=CONTAINER_KEY):
         st.html(HIDE)
         if live_charts:  # first: its plotly.js is fetched and evaluated while the server imports the engine
@@ -60,7 +60,6 @@ def start(live_charts: bool = False) -> DeltaGenerator | None:
     return holder
 
 
-def finish(holder: DeltaGenerator | None) -> None:
+def finish(holder: DeltaGenerator) -> None:
     """Remove the hidden elements (they were only there to be loaded)."""
-    if holder is not None:
-        holder.empty()
+    holder.empty()
