@@ -1,4 +1,5 @@
-"""The Explore page's address, shared by the app's navigation and every link to Explore.
+"""The app's addresses: Explore's, shared by the navigation and every link to it, and how a page writes its
+view into the query string (`write_query`).
 
 Explore is the default page, so Streamlit serves it at the app's root; a default page still reserves
 a pathname of its own, which no address reaches (Streamlit answers it with a "Page not found"
@@ -8,7 +9,7 @@ dialog). So the default page reserves `EXPLORE_PATH`, a name nobody types, and a
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable, Mapping
 
 import streamlit as st
 
@@ -38,3 +39,28 @@ def explore_alias(explore: st.Page) -> st.Page:
     def to_root() -> None:
         st.switch_page(explore, query_params=st.query_params.to_dict())
     return st.Page(to_root, title="Explore", url_path=EXPLORE_ALIAS, visibility="hidden")
+
+
+def write_query(want: Mapping[str, str], memory: str, drop: Iterable[str] = ()) -> None:
+    """Put `want` into the address and take the `drop` keys it lacks out; `memory` is the session key that
+    holds what was sent.
+
+    The browser sends its copy of the address with each run, and after fast presses that copy can predate the
+    answer to the previous run: a value is sent when it differs from the copy or from what was last sent, and
+    a key taken out since is taken out again, or that late answer would become the address."""
+    sent = st.session_state.get(memory) or {}
+    for key, value in want.items():
+        if st.query_params.get(key) != value or sent.get(key) != value:
+            st.query_params[key] = value
+    again = False
+    for key in drop:
+        if key in want:
+            continue
+        if key in st.query_params:
+            del st.query_params[key]
+        elif key in sent:
+            again = True
+    if again and want:  # one more message, without the keys the late answer may bring back
+        key, value = next(iter(want.items()))
+        st.query_params[key] = value
+    st.session_state[memory] = dict(want)

@@ -18,7 +18,7 @@ from explorer.app.figures.attention import attention_heatmap
 from explorer.app.figures.compare import (METRIC_LABELS, accuracy_by_length_figure, bleu_by_length_figure,
                                      parameter_figure)
 from explorer.app.figures.style import plotly_config
-from explorer.app.pages import common, faithfulness_compare, landing, presenter, score_twins
+from explorer.app.pages import addresses, common, faithfulness_compare, landing, presenter, score_twins
 from explorer.app.engine_link import engine_module
 
 comparison = engine_module("explorer.training.comparison")
@@ -226,10 +226,8 @@ def _apply_url(names: list[str]) -> None:
 
 def _sync_url() -> None:
     """The side-by-side view in the address, so a bookmark reopens it."""
-    for param, key in URL_KEYS.items():
-        value = st.session_state.get(key)
-        if value is not None and st.query_params.get(param) != value:
-            st.query_params[param] = value
+    want = {param: st.session_state[key] for param, key in URL_KEYS.items() if st.session_state.get(key) is not None}
+    addresses.write_query(want, "compare_url_sent")
 
 
 def _on_model_a() -> None:

@@ -14,7 +14,7 @@ import streamlit as st
 
 from explorer.errors import ExplorerError
 from explorer.limits import url_number
-from explorer.app.pages import common, live_chart
+from explorer.app.pages import addresses, common, live_chart
 from explorer.record import INTERVENTION_URL_KEYS, Intervention
 from explorer.app.engine_link import engine_module
 
@@ -126,19 +126,8 @@ def sync_url(request: views.Request, t: int | None = None) -> None:
     if t is not None:  # the step panel's own runs (Play's timer, Next): their URLs may come back late
         put("stepped", [*(get("stepped") or []), want["step"]][-64:])
     want.update(views.intervention_query(request.intervention))
-    # The browser's copy of the address comes with each run and can predate the answer to the previous run (fast
-    # presses): a value this page last sent otherwise is sent again, or that late answer would be the address.
-    sent = get("sent") or {}
-    for key, value in want.items():
-        if st.query_params.get(key) != value or sent.get(key) != value:
-            st.query_params[key] = value
-    for key in ("target", "width", "node") + INTERVENTION_URL_KEYS:
-        if key not in want and key in st.query_params:
-            del st.query_params[key]
-        elif key not in want and key in sent:  # the late answer would bring it back
-            st.query_params["step"] = want["step"]
+    addresses.write_query(want, K + "sent", ("target", "width", "node") + INTERVENTION_URL_KEYS)
     put("synced", want)
-    put("sent", want)
 
 
 def examples(bundle: Any) -> list[str]:

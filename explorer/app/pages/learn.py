@@ -19,7 +19,7 @@ from explorer.app.figures import lessons as lfig
 from explorer.app.figures.compare import accuracy_by_length_figure
 from explorer.app.figures.style import plotly_config
 from explorer.app.figures import faithfulness as fig_faith
-from explorer.app.pages import common, faithfulness_panel, landing, presenter, score_twins
+from explorer.app.pages import addresses, common, faithfulness_panel, landing, presenter, score_twins
 from explorer.app.pages.learn_text import LANGUAGES, text
 from explorer.app.engine_link import engine_module
 
@@ -517,9 +517,7 @@ def render() -> None:
     t = text(lang)
     _apply_section_url()
     section = int(st.session_state.setdefault("learn_section", 1))
-    st.query_params["section"] = str(section)
-    if st.query_params.get("lang") != lang:
-        st.query_params["lang"] = lang
+    addresses.write_query({"section": str(section), "lang": lang}, "learn_url_sent")
     st.session_state["learn_section_synced"] = str(section)
     st.title(t["title"])
     if section == 1:

@@ -20,7 +20,7 @@ import streamlit as st
 
 from explorer.errors import ExplorerError
 from explorer.limits import url_number
-from explorer.app.pages import common
+from explorer.app.pages import addresses, common
 from explorer.record import Trace
 from explorer.app.engine_link import engine_module
 
@@ -101,16 +101,12 @@ def _from_url() -> None:
 
 def _to_url(kind: str, at: int, k: int) -> None:
     want = {"nn": f"{kind}{at}", "nnk": str(k)}
-    for key, value in want.items():
-        if st.query_params.get(key) != value:
-            st.query_params[key] = value
+    addresses.write_query(want, K + "url_sent")
     st.session_state[K + "synced"] = (want["nn"], want["nnk"])
 
 
 def _clear_url() -> None:
-    for key in ("nn", "nnk"):
-        if key in st.query_params:
-            del st.query_params[key]
+    addresses.write_query({}, K + "url_sent", ("nn", "nnk"))
     st.session_state[K + "synced"] = (None, None)
 
 

@@ -14,7 +14,7 @@ import streamlit as st
 from explorer.errors import ExplorerError
 from explorer.app.figures.attention import attention_heatmap
 from explorer.app.figures.style import plotly_config
-from explorer.app.pages import common
+from explorer.app.pages import addresses, common
 from explorer.app.engine_link import engine_module
 
 sf = engine_module("explorer.engine.score_functions")
@@ -63,8 +63,7 @@ def section() -> None:
                 + ", ".join(f"`{n}` ({sf.LABELS[common.get_model(n).model.cfg.attention]})" for n in names) + ".")
     _input()
     source = st.text_input("Input (the same for every twin)", key=K + "input")
-    if st.query_params.get("twins") != source:
-        st.query_params["twins"] = source
+    addresses.write_query({"twins": source}, K + "url_sent")
     st.session_state[K + "synced"] = source
     stats = sharpness(tuple(names))
     # Six columns fit a 1024-pixel projector; accuracy by length is the curve at the top of the page.
