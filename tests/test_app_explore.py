@@ -685,3 +685,30 @@ def test_the_step_panel_sends_its_step_even_when_the_browsers_copy_of_the_addres
     sent.clear()
     ok(at)
     assert not sent, "nothing is sent when the address already shows the view"
+
+
+def _place(node, suffix: str, path: tuple[int, ...] = ()) -> tuple[int, ...] | None:
+    """Where the container whose key ends with `suffix` is in the page (its index at each level)."""
+    for index, child in getattr(node, "children", {}).items():
+        if getattr(getattr(child, "proto", None), "id", "").endswith(suffix):
+            return (*path, index)
+        found = _place(child, suffix, (*path, index))
+        if found is not None:
+            return found
+    return None
+
+
+def test_the_step_panel_keeps_its_place_whatever_messages_come_and_go_above_it(models_dir):
+    """A message above the step panel (a bad input, a link's problem) moved it on the next run: the browser then
+    drew the panel anew, its charts from scratch, with the old copy (and its buttons' keys) beside the new until
+    the run ended."""
+    at = open_app(models_dir)
+    place = _place(at.main, "explore_step_panel")
+    assert place is not None
+    at.text_input(key="explore_input").set_value("12x")  # not the model's symbols: a message, the last good view
+    ok(at)
+    assert at.get("caption") and "last good input" in " ".join(c.value for c in at.caption)
+    assert _place(at.main, "explore_step_panel") == place
+    at.text_input(key="explore_input").set_value("4242")
+    ok(at)
+    assert _place(at.main, "explore_step_panel") == place

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import streamlit as st
 
@@ -34,13 +35,34 @@ def _model_label(name: str) -> str:
 
 
 def render() -> None:
+    # The inputs, their messages and the output in one container: however many messages it shows, the step panel
+    # after it keeps its place in the page. A moved element is drawn anew (its charts from scratch), and the
+    # browser shows its old copy beside the new one until the run ends, with the old buttons' keys still live.
+    with st.container():
+        shown = _inputs_and_output()
+    if shown is None:
+        return
+    bundle, request, tr, original, arrived = shown
+    playing = bool(state.get("playing"))
+    panel = st.fragment(panels.render, run_every=panels.PLAY_SECONDS if playing else None)
+    panel(request, bundle.model.cfg.cell, bundle.model.cfg.attn_dim)
+    shared.guarded(neighbours_panel.render, request.model, tr, int(state.get("step", 1)))
+    shared.guarded(what_if.render, bundle, request, tr, original)
+    shared.guarded(_downloads, bundle, request, tr)
+    landing.once("explore", arrived)
+    presenter.qr_code()
+
+
+def _inputs_and_output() -> tuple[Any, views.Request, Trace, Trace, str | None] | None:
+    """The model, input and decoding controls, any message about them, and the decoded output; None when
+    there is nothing to step through."""
     st.title("Explore")
     st.caption("Pick a model, type an input, and step through decoding: every number below is the "
                "one the model used.")
     names = common.model_names()
     if not names:
         st.info("No models yet: shipped checkpoints appear in `pretrained/`, or train one on the Train page.")
-        return
+        return None
     arrived = landing.explore_fallback(dict(st.query_params), INTERVENTION_URL_KEYS)
     state.apply_url(names)
     if state.get("url_problem"):
@@ -60,7 +82,7 @@ def render() -> None:
         bundle = common.get_model(state.get("model"))
     except Exception as exc:  # a broken checkpoint is a message, not a traceback
         common.show_problem(exc)
-        return
+        return None
     examples = state.examples(bundle)
     if K + "input" not in st.session_state:
         state.put("input", examples[0] if examples else "")
@@ -89,7 +111,7 @@ def render() -> None:
     started = time.perf_counter()
     request, tr, original = _decode(bundle)
     if tr is None:
-        return
+        return None
     compute_ms = (time.perf_counter() - started) * 1000
 
     shared.guarded(_summary, bundle, request, tr)
@@ -97,14 +119,7 @@ def render() -> None:
         shared.guarded(_beam_table, bundle, request)
         shared.guarded(beam_panel.render, bundle, request)
     state.put("compute_ms", compute_ms)
-    playing = bool(state.get("playing"))
-    panel = st.fragment(panels.render, run_every=panels.PLAY_SECONDS if playing else None)
-    panel(request, bundle.model.cfg.cell, bundle.model.cfg.attn_dim)
-    shared.guarded(neighbours_panel.render, request.model, tr, int(state.get("step", 1)))
-    shared.guarded(what_if.render, bundle, request, tr, original)
-    shared.guarded(_downloads, bundle, request, tr)
-    landing.once("explore", arrived)
-    presenter.qr_code()
+    return bundle, request, tr, original, arrived
 
 
 def _metric_note(bundle) -> str:
