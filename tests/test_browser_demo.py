@@ -139,36 +139,33 @@ def test_presenter_mode_large_labels_keyboard_and_a_1024x768_fit(server, tmp_pat
         assert clipped_text(page) == []
         shoot(page, "presenter-explore-1024x768", tmp_path)
 
-        def step() -> int:
-            return int(re.search(r"t = (\d+) of", page.locator("h4", has_text=re.compile(r"t = \d+ of")).first
-                                 .inner_text()).group(1))
         page.mouse.click(5, 300)  # focus the page, not a field
         page.keyboard.press("ArrowRight")
         wait_idle(page)
-        assert step() == 2
+        assert _step_of(page) == 2
         page.keyboard.press("End")
         wait_idle(page)
-        last = step()
+        last = _step_of(page)
         assert last > 2
         page.keyboard.press("ArrowLeft")
         wait_idle(page)
-        assert step() == last - 1
+        assert _step_of(page) == last - 1
         page.keyboard.press("Home")
         wait_idle(page)
-        assert step() == 1
+        assert _step_of(page) == 1
         page.keyboard.press(" ")
         _play_button(page, "Pause").first.wait_for(timeout=30_000)
         page.keyboard.press(" ")
         _play_button(page, "Play").first.wait_for(timeout=30_000)
         wait_idle(page)  # the pause's run has drawn the step it stopped on (read mid-run, the heading was a step behind)
         # typing in a field is typing, not stepping
-        before = step()
+        before = _step_of(page)
         field = page.get_by_role("textbox", name="Input", exact=True)
         field.click()
         field.press("ArrowRight")
         page.wait_for_timeout(1000)
         wait_idle(page)
-        assert step() == before and "present=1" in page.url
+        assert _step_of(page) == before and "present=1" in page.url
 
         for name, query in (("compare", "compare?present=1"), ("learn", "learn?section=2&present=1")):
             open_app(page, server, query)
@@ -192,7 +189,6 @@ def test_without_presenter_mode_keys_do_nothing(server):
         page.wait_for_timeout(1500)
         wait_idle(page)
         assert "step=1" in page.url
-
 
 
 def _step_of(page) -> int:
@@ -219,7 +215,8 @@ PLAY_BUTTONS = """ms => new Promise(done => { const most = [0, 0], start = Date.
 def test_space_plays_and_pauses_and_a_pause_holds(server):
     """Space starts and stops playing, again and again; after each pause the step stays put, and at no moment
     are there two buttons for Space to press. In CI a pause was followed by two more ticks (step 3 went on
-    to 5): while a run replaced Play by Pause (two buttons, each with Space) the page showed both."""
+    to 5): the run that started playing moved every element (the warm-up's place, pages/warmup.py), and until it
+    ended the page showed the old Play beside the new Pause, both on Space."""
     with chromium(1024, 768) as page:
         open_app(page, server, "?model=reverse&input=3141592653589&present=1")
         wait_charts(page)
