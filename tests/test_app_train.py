@@ -669,3 +669,19 @@ def test_an_upload_the_server_let_go_of_is_a_message_at_start_and_remove_empties
         assert not any(m.value.startswith("Sentence pairs: **") for m in second.markdown)
     finally:
         common.parsed_uploads.clear()
+
+
+def test_the_page_keeps_its_places_when_a_message_comes_and_goes():
+    """An error or a notice above the setup and the live panel moved them on the runs it came and went, and a
+    moved element is drawn anew (the live curves from scratch, the live panel a fragment with a new id)."""
+    at = train_page()
+    places = [i for i, node in at.main.children.items() if getattr(node, "type", None) == "expander"]
+    assert len(places) == 2  # setting up a run, uploading a checkpoint
+    at.session_state["train_error"] = "a problem the page reports"
+    at.run()
+    assert at.error and at.error[0].value == "a problem the page reports"
+    assert [i for i, node in at.main.children.items() if getattr(node, "type", None) == "expander"] == places
+    del at.session_state["train_error"]
+    at.run()
+    assert not at.error
+    assert [i for i, node in at.main.children.items() if getattr(node, "type", None) == "expander"] == places

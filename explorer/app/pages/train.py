@@ -289,10 +289,11 @@ def render() -> None:
     st.title("Train")
     st.caption("Train a model here, live, and watch its attention go from a uniform blur to a sharp "
                "alignment. Training runs in the background: other pages stay usable, and you can come back.")
-    if "train_error" in st.session_state:
-        st.error(st.session_state["train_error"], icon=":material/warning:")
-    if "train_notice" in st.session_state:  # e.g. a Continue that went on from the last evaluation
-        st.info(st.session_state["train_notice"], icon=":material/info:")
+    with st.container():  # one place however many messages: what follows keeps its place (and its charts)
+        if "train_error" in st.session_state:
+            st.error(st.session_state["train_error"], icon=":material/warning:")
+        if "train_notice" in st.session_state:  # e.g. a Continue that went on from the last evaluation
+            st.info(st.session_state["train_notice"], icon=":material/info:")
 
     with st.expander("Set up a training run", expanded=job is None):
         _setup_panel(running)
