@@ -12,6 +12,7 @@ from typing import Callable  # noqa: E402
 
 import streamlit as st  # noqa: E402
 
+from explorer.app import serve  # noqa: E402
 from explorer.app.pages import presenter, warmup  # noqa: E402
 from explorer.data.subwords import isolate_untrusted  # noqa: E402
 from explorer.app.pages.addresses import explore_alias, explore_page  # noqa: E402
@@ -36,6 +37,7 @@ def main() -> None:
         navigation.run()
     finally:
         warmup.finish(holder)
+        serve.engine_after_first_run()
 
 
 def _lazy(module: str) -> Callable[[], None]:

@@ -401,7 +401,7 @@ def _write_trace_html(bundle, tr, text: str, path: Path) -> None:
     """The offline trace page (explorer/app/figures/offline.py), written whole or not at all."""
     from explorer.app.figures.offline import trace_page
     from explorer.app.views import output_text
-    page = trace_page(tr, bundle.model.cfg.cell, text, output_text(bundle, tr))
+    page = trace_page(tr, bundle.cfg.cell, text, output_text(bundle, tr))
     try:
         temp = path.with_name(f".{path.name}.tmp")
         temp.write_text(page, encoding="utf-8")

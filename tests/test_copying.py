@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from explorer.engine.copying import Copy, Copyable, attention_of, copied_tokens, copyable, copied_outputs, trace_copies
-from explorer.engine.trace import output_text, trace
+from explorer.engine.copying import output_text
+from explorer.engine.trace import trace
 from explorer.record import Intervention
 
 

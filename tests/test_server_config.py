@@ -48,21 +48,29 @@ PRELOAD = """
 import json, os, sys
 os.environ.pop("OMP_NUM_THREADS", None)
 from explorer.app import serve
-serve.preload().join(timeout=240)
+unarmed = serve.engine_after_first_run()
+serve.arm_engine()  # as `main` does
+serve.ENGINE_DELAY_S = 0.0
+thread = serve.engine_after_first_run()
+again = serve.engine_after_first_run()
+thread.join(timeout=240)
 import torch
-print(json.dumps({"imported": [m for m in serve.PRELOAD if m in sys.modules], "wanted": list(serve.PRELOAD),
+print(json.dumps({"unarmed": unarmed is None, "again": again is None, "wanted": list(serve.ENGINE),
+                  "imported": [m for m in serve.ENGINE if m in sys.modules],
                   "omp": os.environ.get("OMP_NUM_THREADS"), "threads": torch.get_num_threads()}))
 """
 
 
-def test_the_served_app_imports_the_first_view_in_the_background_with_one_torch_thread():
-    """`python -m explorer.app.serve` imports torch and the Explore page while the server starts; torch must
-    still start with one thread, as app.py asks before its own import (two spinning threads made every trace
-    15-20x slower on a shared 2-core machine)."""
+def test_the_served_app_imports_the_engine_after_the_first_run_with_one_torch_thread():
+    """`python -m explorer.app.serve` imports torch in the background once, after the first run (app.py calls it
+    after every run; under AppTest or a plain `streamlit run` it does nothing); torch must still start with one
+    thread, as app.py asks before its own import (two spinning threads made every trace 15-20x slower on a shared
+    2-core machine)."""
     env = {key: value for key, value in os.environ.items() if key != "OMP_NUM_THREADS"}
     out = subprocess.run([sys.executable, "-c", PRELOAD], cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env=env)
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout.strip().splitlines()[-1])
-    assert found["imported"] == found["wanted"] and "explorer.app.views" in found["wanted"]
+    assert found["unarmed"] and found["again"]
+    assert found["imported"] == found["wanted"] and "explorer.engine.trace" in found["wanted"]
     assert found["omp"] == "1" and found["threads"] == 1

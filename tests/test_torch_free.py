@@ -7,6 +7,7 @@ comparisons) reach the engine through explorer.app.engine_link, which imports it
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,11 @@ PAGES = sorted(f"explorer.app.pages.{p.stem}" for p in (ROOT / "explorer" / "app
                if p.stem != "__init__")
 
 # Every page module: the pages that run a model reach the engine through explorer.app.engine_link, on first use.
-TORCH_FREE = ("explorer.record", "explorer.faithfulness", "explorer.defaults", "explorer.settings", "explorer.equations", "explorer.app.engine_link", *FIGURES, *PAGES)
+# The views, the shipped models' headers and their stored first traces too: a first view needs nothing more.
+TORCH_FREE = ("explorer.record", "explorer.faithfulness", "explorer.defaults", "explorer.settings", "explorer.equations",
+              "explorer.app.engine_link", "explorer.app.views", "explorer.engine.bundle", "explorer.engine.copying",
+              "explorer.checkpoints.checkpoint", "explorer.checkpoints.registry", "explorer.app.first_trace",
+              *FIGURES, *PAGES)
 
 
 def loads_torch(module: str) -> bool:
@@ -39,20 +44,42 @@ def test_every_page_is_checked():
 
 
 def test_a_page_that_runs_a_model_imports_the_engine_on_first_use():
-    """Importing the Explore page loads no torch; its first trace does, and the result is the engine's own."""
+    """Importing the Explore page and reading a shipped model's header load no torch; using its model does."""
     code = ("import sys\n"
             "from explorer.app.pages import explore_shared\n"
-            "assert 'torch' not in sys.modules\n"
             "from explorer.app.pages import common\n"
             "bundle = common.model_registry.load_shipped('reverse')\n"
-            "assert 'torch' in sys.modules\n"
             "import explorer.app.views as real\n"
             "assert explore_shared.views.example_inputs is real.example_inputs\n"
-            "assert explore_shared.views.example_inputs(bundle)\n"
+            "assert explore_shared.views.example_inputs(bundle) and bundle.title\n"
+            "assert 'torch' not in sys.modules and not bundle.built\n"
+            "assert bundle.model.cfg == bundle.cfg and bundle.built\n"
+            "assert 'torch' in sys.modules\n"
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+FIRST_VIEW = """
+import json, os, sys
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file(os.path.join(os.getcwd(), "app.py"), default_timeout=120).run()
+print(json.dumps({"torch": "torch" in sys.modules, "exceptions": [e.value for e in at.exception],
+                  "errors": [e.value for e in at.error], "metrics": [m.value for m in at.metric]}))
+"""
+
+
+def test_the_apps_first_view_draws_without_torch():
+    """The app's first page (Explore, its first shipped model and example, every step chart) draws from the model's
+    header and its stored first trace: torch stays unimported until a user asks for something else."""
+    out = subprocess.run([sys.executable, "-c", FIRST_VIEW], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not found["exceptions"] and not found["errors"], found
+    assert len(found["metrics"]) >= 2 and found["metrics"][0] == found["metrics"][1], found  # output = correct answer
+    assert not found["torch"]
 
 
 @pytest.mark.parametrize("module", TORCH_FREE)

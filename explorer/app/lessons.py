@@ -163,7 +163,7 @@ def rnn_unit_by_hand(bundle: ModelBundle, text: str) -> UnitByHand:
 
 def has_shared_unit(bundle: ModelBundle) -> bool:
     """Whether `rnn_unit_by_hand` can show this model (a tanh RNN or GRU encoder)."""
-    return bundle.model.cfg.cell in ("rnn", "gru")
+    return bundle.cfg.cell in ("rnn", "gru")
 
 
 # --- 3. parameter sharing ----------------------------------------------------------------------
@@ -251,7 +251,7 @@ def run_or_explain(bundle: ModelBundle, text: str) -> EncoderRun:
             model.encoder(src, torch.tensor([len(ids)]))  # the unshared RNN raises here for unseen positions
             out = greedy_batch(model, [ids], max_len=output_caps(bundle, [ids]))
     except ExplorerError as exc:
-        limit = bundle.model.cfg.max_src_len if bundle.model.cfg.cell == "unshared" else None
+        limit = bundle.cfg.max_src_len if bundle.cfg.cell == "unshared" else None
         return EncoderRun(bundle.name, text, len(tokens), None, None, str(exc),
                           limit if limit is not None and len(tokens) > limit else None)
     output_tokens = bundle.tgt_vocab.decode(strip_output(out.ids[0].tolist()))
@@ -304,7 +304,7 @@ class ContextVector:
 def context_vector(bundle: ModelBundle, tr: Trace) -> ContextVector:
     """The context vector of a trace: s_0, made from the encoder's last state (both directions' ends if
     bidirectional)."""
-    return ContextVector(tr.initial_state, bundle.model.cfg.bidirectional, int(tr.initial_state.size))
+    return ContextVector(tr.initial_state, bundle.cfg.bidirectional, int(tr.initial_state.size))
 
 
 # --- 6. attention ------------------------------------------------------------------------------

@@ -14,16 +14,20 @@ import importlib
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 MAX_REQUEST_BYTES = 4 * 1024 * 1024  # above Chromium's 2 MiB address limit
-# What the first view needs and a bare Streamlit app does not: the engine (torch, ~2 s to import), pandas, the
-# Explore page and its figures (plotly's template). Imported in the background while the server starts and
-# the browser loads Streamlit's JavaScript, so the first run finds them ready instead of importing them after.
-# (explorer's modules import one another without cycles, so two threads importing them cannot deadlock.)
-PRELOAD = ("explorer.app.views", "explorer.app.pages.explore")
+# The engine (torch, ~1-2 s to import): a shipped model's first view needs none of it (its stored first trace,
+# explorer/app/first_trace.py), so it is imported once the first run has ended, before a user asks for
+# anything else. Imported while the page loaded (as before), it held the interpreter while the server sent
+# Streamlit's JavaScript; the first view's light modules (pandas, the figures) are left to the first run for the
+# same reason (benchmarks/RESULTS.md, "2026-12-07 late: a first view without torch").
+ENGINE = ("explorer.engine.trace", "explorer.engine.decoding", "explorer.engine.seeding", "safetensors.torch")
+ENGINE_DELAY_S = 5.0  # after the first run: the browser is still drawing the first view for ~2-3 s (2 cores)
+_engine = {"armed": False, "started": False}
 
 
 def allow_long_addresses() -> None:
@@ -46,11 +50,13 @@ def allow_long_addresses() -> None:
     uvicorn.Config = Config  # type: ignore[misc]
 
 
-def preload(modules: Sequence[str] = PRELOAD) -> threading.Thread:
-    """Import `modules` in a daemon thread; a page importing one meanwhile waits for it (the import lock)."""
+def preload(modules: Sequence[str], delay_s: float = 0.0) -> threading.Thread:
+    """Import `modules` in a daemon thread after `delay_s`; a page importing one meanwhile waits for it (the
+    import lock)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # as app.py sets it: read when torch is first imported
 
     def run() -> None:
+        time.sleep(delay_s)
         for name in modules:
             try:
                 importlib.import_module(name)
@@ -62,11 +68,25 @@ def preload(modules: Sequence[str] = PRELOAD) -> threading.Thread:
     return thread
 
 
+def arm_engine() -> None:
+    """Have `engine_after_first_run` import the engine (this server is the README's app command)."""
+    _engine["armed"] = True
+
+
+def engine_after_first_run() -> threading.Thread | None:
+    """Called by app.py after each run: the first time, under `main`, import the engine in the background."""
+    if not _engine["armed"] or _engine["started"]:
+        return None
+    _engine["started"] = True
+    return preload(ENGINE, ENGINE_DELAY_S)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run `streamlit run app.py ARGV` in this process, the first view's modules importing meanwhile."""
+    """Run `streamlit run app.py ARGV` in this process, the engine importing after the first run."""
     allow_long_addresses()
-    from streamlit.web import cli  # Streamlit itself first: the preload then shares none of its imports
-    preload()
+    from streamlit.web import cli
+    # `python -m explorer.app.serve` runs this file as __main__: app.py imports it again by name.
+    importlib.import_module("explorer.app.serve").arm_engine()
     sys.argv = ["streamlit", "run", str(APP), *(sys.argv[1:] if argv is None else argv)]
     return cli.main()
 

@@ -16,12 +16,10 @@ import numpy as np
 import pandas as pd
 
 from explorer.engine.bundle import ModelBundle, Prepared
-from explorer.engine.decoding import beam_record
 from explorer.errors import ExplorerError
 from explorer.engine.lengths import output_cap
 from explorer.limits import MAX_BEAM_WIDTH, MAX_TEMPERATURE, MIN_TEMPERATURE, url_number
 from explorer.record import BeamRecord, Candidate, Intervention, Trace, trace_csv, trace_frame
-from explorer.engine.trace import trace
 from explorer.data.vocab import EOS, EOS_ID, UNK
 
 MODES: dict[str, str] = {"greedy": "Greedy", "beam": "Beam search", "teacher": "Teacher-forced"}
@@ -189,7 +187,7 @@ def example_inputs(bundle: ModelBundle, article: bool = False) -> list[str]:
         lead = [ARTICLE_SENTENCE] if article and _from_english(bundle) and _reads(bundle, ARTICLE_SENTENCE) else []
         return (lead + [s for s in own if s != ARTICLE_SENTENCE])[:EXAMPLES_SHOWN]
     if bundle.task_obj is not None:
-        limit = bundle.model.cfg.max_src_len
+        limit = bundle.cfg.max_src_len
         return [e for e in bundle.task_obj.examples() if len(bundle.tokenize_source(e)) <= limit]
     known = [text for text in TRANSLATION_EXAMPLES if _reads(bundle, text)]
     return known or list(TRANSLATION_EXAMPLES[:5])
@@ -246,7 +244,7 @@ def random_input(bundle: ModelBundle, rng: random.Random) -> str:
         return rng.choice(own)
     if task is None:
         return rng.choice(example_inputs(bundle))
-    limit = bundle.model.cfg.max_src_len
+    limit = bundle.cfg.max_src_len
     for _ in range(20):
         source = task.sample(rng, 1)[0].source
         if len(source) <= limit:
@@ -262,6 +260,7 @@ def beam_tree(bundle: ModelBundle, text: str, width: int) -> BeamRecord:
     if not 1 <= width <= MAX_BEAM_WIDTH:
         raise ExplorerError(f"beam width must be 1–{MAX_BEAM_WIDTH}")
     ids = bundle.prepare(text).ids
+    from explorer.engine.decoding import beam_record
     return beam_record(bundle.model, ids, width, output_cap(bundle, len(ids)).steps)
 
 
@@ -292,6 +291,7 @@ def request_trace(bundle: ModelBundle, request: Request, beam: Sequence[Candidat
 
     Beam mode traces the chosen candidate (or the chosen node's prefix) teacher-forced on its own tokens
     (beam search keeps no trace); pass `beam` or `record` when the search has already run."""
+    from explorer.engine.trace import trace
     if request.mode == "greedy":
         return trace(bundle, request.text, request.intervention)
     if request.mode == "teacher":
@@ -310,7 +310,7 @@ def request_trace(bundle: ModelBundle, request: Request, beam: Sequence[Candidat
 def output_text(bundle: ModelBundle, tr: Trace, own: bool | None = None) -> str:
     """The output as display text (specials dropped), with what it copies through attention (`own`: the output
     is the model's own decoding, a beam candidate's included)."""
-    from explorer.engine.trace import output_text as text_of
+    from explorer.engine.copying import output_text as text_of
     return text_of(bundle, tr, own)
 
 

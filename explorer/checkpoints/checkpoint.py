@@ -8,27 +8,25 @@ disk, then renamed over the target; the shipped models' folder is never written 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
-
-import torch
-from safetensors import SafetensorError
-from safetensors.torch import load as st_load
-from safetensors.torch import save as st_save
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from explorer import storage
-from explorer.engine.bundle import ModelBundle
+from explorer.engine.bundle import DeferredBundle, ModelBundle
+from explorer.engine.config import ModelConfig
 from explorer.errors import ExplorerError
-from explorer.checkpoints.header import MAX_HEADER_BYTES, JsonRefused, check_info, check_tensors, parse_json
-from explorer.engine.model import Seq2Seq
-from explorer.engine.seeding import seeded_model
+from explorer.checkpoints.header import MAX_HEADER_BYTES, Info, JsonRefused, check_info, check_tensors, parse_json
 from explorer.data.subwords import SubwordTokenizer
 from explorer.data.vocab import Vocab
+
+if TYPE_CHECKING:
+    from explorer.engine.model import Seq2Seq
 
 FORMAT = "attention-explorer/1"
 SUFFIX = ".safetensors"
@@ -44,7 +42,7 @@ def describe(bundle: ModelBundle, saved_at: str | None = None) -> dict[str, Any]
     info = {
         "format": FORMAT,
         "name": bundle.name,
-        "model": bundle.model.cfg.to_dict(),
+        "model": bundle.cfg.to_dict(),
         "source_vocab": list(bundle.src_vocab.tokens),
         "target_vocab": list(bundle.tgt_vocab.tokens),
         "task": None if bundle.task is None else {
@@ -65,6 +63,8 @@ def describe(bundle: ModelBundle, saved_at: str | None = None) -> dict[str, Any]
 
 def to_bytes(bundle: ModelBundle, half: bool = False) -> bytes:
     """The checkpoint file's bytes (also what the app offers for download)."""
+    import torch
+    from safetensors.torch import save as st_save
     dtype = torch.float16 if half else torch.float32
     tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in bundle.model.state_dict().items()}
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -195,6 +195,24 @@ def load(name_or_path: str | Path, name: str | None = None) -> ModelBundle:
 def from_bytes(data: bytes, name: str, source: str = "upload", trusted: bool = False) -> ModelBundle:
     """Build a bundle from checkpoint bytes (files and uploads alike), every part checked first. `trusted`: a
     shipped model's, whose tokenizers the app's server runs in its own process (subwords.isolate_untrusted)."""
+    checked, fields = _read_header(data, source, trusted)
+    return ModelBundle(name=name, model=_build_model(checked.cfg, data, source), **fields)
+
+
+def load_deferred(name_or_path: str | Path, prepare: Callable[["Seq2Seq"], "Seq2Seq"] = lambda m: m) -> DeferredBundle:
+    """`load` with the weights read and checked when the model is first used (then `prepare`d): the header's
+    checks run now, and nothing here imports torch."""
+    path = resolve(str(name_or_path))
+    data = storage.read_regular(path, "checkpoint", MAX_CHECKPOINT_BYTES)
+    source = str(path)
+    checked, fields = _read_header(data, source, trusted=path.resolve().parent == PRETRAINED_DIR.resolve())
+    return DeferredBundle(checked.cfg, lambda: prepare(_build_model(checked.cfg, data, source)),
+                          hashlib.sha256(data).hexdigest(),
+                          name=path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem, **fields)
+
+
+def _read_header(data: bytes, source: str, trusted: bool) -> tuple[Info, dict[str, Any]]:
+    """The checked header and the bundle's fields but its model; ExplorerError naming any problem."""
     if len(data) > MAX_CHECKPOINT_BYTES:
         raise ExplorerError(f"{source} is {len(data):,} bytes; checkpoints are at most {MAX_CHECKPOINT_BYTES:,}")
     if len(data) < 8:
@@ -224,11 +242,26 @@ def from_bytes(data: bytes, name: str, source: str = "upload", trusted: bool = F
         raise ExplorerError(f"{source} has an invalid config: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {str(exc)[:200]})") from None
+    saved_at = info.get("saved_at")
+    return checked, dict(src_vocab=checked.src_vocab, tgt_vocab=checked.tgt_vocab, task=checked.task,
+                         languages=checked.languages, training=checked.training, metrics=checked.metrics,
+                         subwords=subwords, examples=checked.examples,
+                         saved_at=saved_at if isinstance(saved_at, str) else None)
+
+
+def _build_model(cfg: ModelConfig, data: bytes, source: str) -> "Seq2Seq":
+    """The model of a checked header with the file's weights, checked against it first."""
+    import torch
+    from safetensors import SafetensorError
+    from safetensors.torch import load as st_load
+
+    from explorer.engine.model import Seq2Seq
+    from explorer.engine.seeding import seeded_model
     # Check the weights against a model without storage first: a config claiming a huge model
     # must not make us allocate (or initialise) it.
     try:
         with torch.device("meta"):
-            skeleton = Seq2Seq(checked.cfg)
+            skeleton = Seq2Seq(cfg)
     except (RuntimeError, ValueError, TypeError) as exc:
         raise ExplorerError(f"{source} has an invalid config ({type(exc).__name__}: {str(exc)[:200]})") from None
     try:
@@ -236,14 +269,11 @@ def from_bytes(data: bytes, name: str, source: str = "upload", trusted: bool = F
     except (SafetensorError, ValueError, RuntimeError, TypeError) as exc:
         raise ExplorerError(f"{source} is corrupt: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
     check_tensors(skeleton.state_dict(), tensors, source)
-    saved_at = info.get("saved_at")
-    bundle = ModelBundle(name=name, model=seeded_model(checked.cfg, 0), src_vocab=checked.src_vocab,
-                         tgt_vocab=checked.tgt_vocab, task=checked.task, languages=checked.languages,
-                         training=checked.training, metrics=checked.metrics, subwords=subwords,
-                         examples=checked.examples, saved_at=saved_at if isinstance(saved_at, str) else None)
-    bundle.model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()})
-    bundle.model.eval()
-    return bundle
+    with torch.inference_mode(False):  # a deferred model is built on first use, maybe inside a trace's inference mode
+        model = seeded_model(cfg, 0)
+        model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()})
+    model.eval()
+    return model
 
 
 def _subwords_from_info(spec: Any, src_vocab: Vocab, tgt_vocab: Vocab, languages: tuple[str, ...] | None,

@@ -12,10 +12,9 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from explorer.errors import ExplorerError
 from explorer import settings
@@ -25,6 +24,9 @@ from explorer.engine.config import MAX_LENGTH, ModelConfig
 from explorer.data.tasks import TaskSpec, make_task
 from explorer.data.vocab import Vocab
 
+if TYPE_CHECKING:
+    import torch
+
 MAX_HEADER_BYTES = 16_000_000  # the safetensors JSON header, vocabularies and tokenizers included
 MAX_JSON_DEPTH = 32  # our own configs nest 3 deep; json.loads recurses per level
 MAX_TOKEN_CHARS = 200  # one vocabulary entry
@@ -33,7 +35,7 @@ MAX_LIST_ITEMS = 1000
 MAX_RECORD_KEYS = 200
 MAX_TOKENIZER_CHARS = 4_000_000  # one HF tokenizers JSON document
 MAX_EXAMPLES = 100
-FLOAT_DTYPES = (torch.float32, torch.float16)
+FLOAT_DTYPES = ("float32", "float16")  # torch.dtype names: torch is imported only when tensors are checked
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
@@ -255,9 +257,10 @@ def check_info(info: dict[str, Any]) -> Info:
                 _check_examples(info.get("examples")))
 
 
-def check_tensors(expected: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], source: str) -> None:
+def check_tensors(expected: dict[str, "torch.Tensor"], tensors: dict[str, "torch.Tensor"], source: str) -> None:
     """ExplorerError unless the file holds exactly the expected tensors, with their shapes, as finite
     float32 or float16 numbers."""
+    import torch
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     if missing or extra:
@@ -270,7 +273,7 @@ def check_tensors(expected: dict[str, torch.Tensor], tensors: dict[str, torch.Te
                   f"{tuple(tensor.shape)}, expected {tuple(value.shape)}")
         if not tensor.is_floating_point():
             _fail(f"{source}: {key} is not a floating-point tensor")
-        if tensor.dtype not in FLOAT_DTYPES:
+        if str(tensor.dtype).removeprefix("torch.") not in FLOAT_DTYPES:
             _fail(f"{source}: {key} is stored as {str(tensor.dtype).removeprefix('torch.')}; checkpoints hold "
                   "float32 or float16")
         if not bool(torch.isfinite(tensor).all()):

@@ -7,25 +7,33 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from typing import Callable, Hashable, TypeVar
+from typing import TYPE_CHECKING, Callable, Hashable, TypeVar
 
 from explorer.engine.bundle import ModelBundle
+
+if TYPE_CHECKING:
+    from explorer.engine.model import Seq2Seq
 
 T = TypeVar("T")
 
 
 def freeze(bundle: ModelBundle) -> ModelBundle:
     """Make a shared model read-only in practice: eval mode, no gradients (training works on copies)."""
-    bundle.model.eval()
-    for p in bundle.model.parameters():
-        p.requires_grad_(False)
+    _freeze_model(bundle.model)
     return bundle
 
 
+def _freeze_model(model: Seq2Seq) -> Seq2Seq:
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
 def load_shipped(name: str) -> ModelBundle:
-    """Load one shipped checkpoint, frozen."""
+    """One shipped checkpoint, its model built (and frozen) when first used: a first view needs only its header."""
     from explorer.checkpoints import checkpoint
-    return freeze(checkpoint.load(name))
+    return checkpoint.load_deferred(name, prepare=_freeze_model)
 
 
 def shipped_names() -> list[str]:

@@ -6,18 +6,22 @@ a checkpoint stores exactly one bundle.
 
 from __future__ import annotations
 
+import copy
+import threading
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from explorer.errors import ExplorerError
-from explorer.engine.model import Seq2Seq
-from explorer.engine.parameters import count_parameters
+from explorer.engine.config import ModelConfig
 from explorer.data.robust import ends_sentences, read_input
 from explorer.data.subwords import SubwordTokenizer, is_chinese, prepare_text, word_groups
 from explorer.data.tasks import Example, Task, TaskSpec, make_task
 from explorer.data.vocab import EOS, PAD, SOS, Vocab
+
+if TYPE_CHECKING:
+    from explorer.engine.model import Seq2Seq
 
 MAX_INPUT_CHARS = 1000  # anything longer is refused before it is tokenised
 
@@ -77,14 +81,20 @@ class ModelBundle:
         return "task" if self.task is not None else "translation"
 
     @property
+    def cfg(self) -> ModelConfig:
+        """The model's architecture (a deferred bundle knows it without building the model)."""
+        return self.model.cfg
+
+    @property
     def title(self) -> str:
         """A one-line description for menus."""
-        cfg = self.model.cfg
+        cfg = self.cfg
         what = self.task.name if self.task else f"{self.languages[0]}→{self.languages[1]}"
         return f"{self.name} ({what}, {cfg.cell} {cfg.hidden}, attention {cfg.attention})"
 
     @property
     def parameter_count(self) -> int:
+        from explorer.engine.parameters import count_parameters
         return count_parameters(self.model)
 
     @cached_property
@@ -162,19 +172,54 @@ class ModelBundle:
         """Tokens and ids for a source text; ExplorerError for empty, too long or (toy tasks) unknown symbols."""
         text = self._check_text(text, "input")
         tokens = self.tokenize_source(text)
-        unknown = self._check_tokens(tokens, self.src_vocab, self.model.cfg.max_src_len, "input")
+        unknown = self._check_tokens(tokens, self.src_vocab, self.cfg.max_src_len, "input")
         return Prepared(text, tokens, tuple(self.src_vocab.encode(tokens)), unknown)
 
     def prepare_target(self, text: str) -> Prepared:
         """Tokens and ids (ending in <eos>) of a target to teacher-force."""
         text = self._check_text(text, "target")
         tokens = self.tokenize_target(text)
-        unknown = self._check_tokens(tokens, self.tgt_vocab, self.model.cfg.max_tgt_len - 1, "target")
+        unknown = self._check_tokens(tokens, self.tgt_vocab, self.cfg.max_tgt_len - 1, "target")
         return Prepared(text, tokens, tuple(self.tgt_vocab.encode(tokens)) + (self.tgt_vocab.id(EOS),), unknown)
 
     def ground_truth(self, source_tokens: Sequence[str]) -> Example | None:
         """The task's true output and alignment for this input (None for translation)."""
         return self.task_obj.solve(tuple(source_tokens)) if self.task_obj is not None else None
+
+
+class DeferredBundle(ModelBundle):
+    """A bundle whose model is built on first use, from a header already checked: a shipped model's first view
+    (names, vocabularies, examples, the stored first trace) needs no torch, whose import takes ~1-2 s."""
+
+    def __init__(self, cfg: ModelConfig, build: Callable[[], Seq2Seq], digest: str, **kwargs: Any) -> None:
+        self._cfg, self._build, self._built, self._lock = cfg, build, None, threading.Lock()
+        self.digest = digest  # the checkpoint file's SHA-256: what a stored first trace names (app/first_trace.py)
+        super().__init__(model=None, **kwargs)
+
+    @property  # type: ignore[override]
+    def model(self) -> Seq2Seq:
+        with self._lock:  # sessions run in threads: one build
+            if self._built is None:
+                self._built = self._build()
+            return self._built
+
+    @model.setter
+    def model(self, value: Seq2Seq | None) -> None:
+        if value is not None:
+            self._built = value
+
+    @property
+    def built(self) -> bool:
+        """Whether the model exists yet (for tests and the preload)."""
+        return self._built is not None
+
+    @property
+    def cfg(self) -> ModelConfig:
+        return self._cfg
+
+    def __deepcopy__(self, memo: dict) -> ModelBundle:
+        """A plain bundle with a copy of the built model (training and private copies change it)."""
+        return ModelBundle(**{f.name: copy.deepcopy(getattr(self, f.name), memo) for f in fields(ModelBundle)})
 
 
 def check_text(text: str, what: str = "input") -> str:

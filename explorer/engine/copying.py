@@ -13,14 +13,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from explorer.data.subwords import MARK, is_chinese, prepare_text
 from explorer.data.vocab import EOS, PAD, PAD_ID, SOS, SOS_ID
 from explorer.engine.bundle import ModelBundle
-from explorer.engine.decoding import batch_sources
-from explorer.engine.devices import model_device
-from explorer.engine.teacher_forced import teacher_forced
 from explorer.record import Trace
 
 # "8:30", "3.50", "1,000", "12/25", "555-0199" are copied whole; "$5", "50%", "1970s", "17th", "10-minute":
@@ -231,12 +227,16 @@ def copied_text(bundle: ModelBundle, output_tokens: Sequence[str], done: Sequenc
     return bundle.detokenize_target([t for t in copied_tokens(output_tokens, done) if t != EOS])
 
 
-@torch.inference_mode()
 def attention_of(bundle: ModelBundle, sources: Sequence[Sequence[int]],
                  outputs: Sequence[Sequence[int]]) -> list[np.ndarray]:
     """Each output's α (T, S) as the model computed it while writing it: one teacher-forced pass over the
     batch (the same steps greedy decoding takes), for outputs decoded without keeping their steps (beam)."""
-    if bundle.model.attention is None or not sources:
+    import torch
+
+    from explorer.engine.decoding import batch_sources
+    from explorer.engine.devices import model_device
+    from explorer.engine.teacher_forced import teacher_forced
+    if bundle.cfg.attention == "none" or not sources:
         return [np.zeros((len(o), 0), dtype=np.float32) for o in outputs]
     device = model_device(bundle.model)
     src, lengths = batch_sources(sources, device)
@@ -244,7 +244,8 @@ def attention_of(bundle: ModelBundle, sources: Sequence[Sequence[int]],
     tgt_in = torch.full((len(outputs), longest), PAD_ID, dtype=torch.long)
     for i, o in enumerate(outputs):
         tgt_in[i, : len(o) + 1] = torch.tensor([SOS_ID, *o], dtype=torch.long)
-    _, weights = teacher_forced(bundle.model, bundle.model.encode(src, lengths), tgt_in.to(device))
+    with torch.inference_mode():
+        _, weights = teacher_forced(bundle.model, bundle.model.encode(src, lengths), tgt_in.to(device))
     return [weights[i, : len(o), : len(s)].float().cpu().numpy() for i, (s, o) in enumerate(zip(sources, outputs))]
 
 
@@ -265,3 +266,9 @@ def trace_copies(bundle: ModelBundle, tr: Trace, own: bool | None = None) -> lis
     if not (not tr.teacher_forced if own is None else own) or not tr.has_attention:
         return []
     return copies(bundle, tr.source_tokens, tr.output_tokens, tr.weights)
+
+
+def output_text(bundle: ModelBundle, tr: Trace, own: bool | None = None) -> str:
+    """The trace's output as display text, with the numbers and names it copies through attention (`own`: as
+    trace_copies takes it)."""
+    return copied_text(bundle, tr.output_tokens, trace_copies(bundle, tr, own))

@@ -40,7 +40,7 @@ class Cap:
 
 def output_cap(bundle: "ModelBundle", source_len: int) -> Cap:
     """The decoding cap for an input of `source_len` tokens (see the module's docstring)."""
-    limit = bundle.model.cfg.max_tgt_len
+    limit = bundle.cfg.max_tgt_len
     task = bundle.task
     if task is not None and task.name == "dates":
         steps, rule = ISO_LEN + 1, f"an ISO date has {ISO_LEN} characters, then <eos>"

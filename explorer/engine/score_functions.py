@@ -52,7 +52,7 @@ def twins(bundles: Sequence[ModelBundle]) -> list[ModelBundle]:
     for b in bundles:
         if b.task is None:
             continue
-        c = b.model.cfg
+        c = b.cfg
         key = (b.task, c.embed, c.hidden, c.cell, c.bidirectional, c.layers)
         groups.setdefault(key, {}).setdefault(c.attention, b)
     best = max(groups.values(), key=len, default={})

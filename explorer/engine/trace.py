@@ -150,10 +150,3 @@ def trace(bundle: ModelBundle, source: str | Prepared, intervention: Interventio
 
 def _words(groups: list[list[int]]) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(g) for g in groups)
-
-
-def output_text(bundle: ModelBundle, tr: Trace, own: bool | None = None) -> str:
-    """The trace's output as display text, with the numbers and names it copies through attention (`own`: as
-    copying.trace_copies takes it)."""
-    from explorer.engine.copying import copied_text, trace_copies
-    return copied_text(bundle, tr.output_tokens, trace_copies(bundle, tr, own))

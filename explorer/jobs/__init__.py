@@ -50,7 +50,7 @@ def task_job(spec: TaskSpec, name: str, model_options: dict[str, Any], cfg: Trai
 
 def job_memory(bundle: ModelBundle, cfg: TrainConfig, tsv_bytes: int, tokens: int) -> int:
     """The job's memory estimate (limits.training_memory) from its model and data: its own process."""
-    mc = bundle.model.cfg
+    mc = bundle.cfg
     return training_memory(tsv_bytes, bundle.parameter_count, cfg.batch_size, tokens, mc.memory_size, mc.layers)
 
 

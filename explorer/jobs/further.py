@@ -43,7 +43,7 @@ def further_job(bundle: ModelBundle, name: str, cfg: TrainConfig, tsv: bytes | N
         check_file(bundle, tsv, limits)
         if probe is not None:
             check_text(probe, "input")  # its pieces are checked there
-        probe_text, tokens = probe or "", bundle.model.cfg.max_src_len
+        probe_text, tokens = probe or "", bundle.cfg.max_src_len
         recipe = worker.Recipe(name, {}, tsv=tsv, seed=cfg.seed, weights=checkpoint.to_bytes(copy),
                                     file_name=file_name)
         plan = worker.Plan(auto=auto, epochs=epochs, max_steps=limits.max_steps)

@@ -63,12 +63,12 @@ def length_curve(bundle: ModelBundle, lengths: Sequence[int] = CURVE_LENGTHS, sa
     """Exact match, token and alignment accuracy at each input length (batched per length)."""
     if not has_curve(bundle):
         raise ExplorerError(f"{bundle.name} has no input-length knob (only copy, reverse and sort models do)")
-    lengths = [n for n in lengths if n <= bundle.model.cfg.max_src_len]  # a model reads no longer input
+    lengths = [n for n in lengths if n <= bundle.cfg.max_src_len]  # a model reads no longer input
     started = time.perf_counter()
     rows = accuracy_by_length(bundle, list(lengths), samples, seed)
     seconds = time.perf_counter() - started
     trained = (bundle.task.min_len, bundle.task.max_len)
-    return Curve(bundle.name, bundle.model.cfg.attention, tuple(lengths), tuple(rows), samples, seed, trained,
+    return Curve(bundle.name, bundle.cfg.attention, tuple(lengths), tuple(rows), samples, seed, trained,
                  seconds)
 
 
@@ -94,7 +94,7 @@ def parameter_breakdown(bundle: ModelBundle) -> dict[str, int]:
 
 def describe_model(bundle: ModelBundle) -> dict[str, Any]:
     """A model's architecture and training in a few readable fields."""
-    cfg = bundle.model.cfg
+    cfg = bundle.cfg
     what = bundle.task.name if bundle.task else f"{bundle.languages[0]}→{bundle.languages[1]}"
     lengths = None
     if bundle.task is not None and bundle.task.name != "dates":
@@ -112,8 +112,8 @@ def random_input(bundle: ModelBundle, length: int, seed: int) -> str:
     rng = random.Random(seed)
     if task.is_dates:
         return "".join(task.sample(rng, 1)[0].source)
-    if length > bundle.model.cfg.max_src_len:
-        raise ExplorerError(f"{bundle.name} reads at most {bundle.model.cfg.max_src_len} symbols")
+    if length > bundle.cfg.max_src_len:
+        raise ExplorerError(f"{bundle.name} reads at most {bundle.cfg.max_src_len} symbols")
     return "".join(task.sample_length(rng, 1, length)[0].source)
 
 
@@ -165,7 +165,7 @@ def store_curves(entries: Sequence[tuple[Path, ModelBundle]], lengths: Sequence[
     for path, bundle in entries:
         curve = length_curve(bundle, lengths, samples, seed)
         records[Path(path).name] = {**asdict(curve), "sha256": file_digest(path),
-                                    "max_src_len": bundle.model.cfg.max_src_len}
+                                    "max_src_len": bundle.cfg.max_src_len}
     target = folder / CURVES_FILE
     target.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return target
@@ -198,7 +198,7 @@ def bleu_by_length(bundle: ModelBundle, pairs: Sequence[tuple[str, str]], data: 
     from explorer.training.evaluation import translate_ids
     if bundle.languages is None:
         raise ExplorerError(f"{bundle.name} is not a translation model")
-    limit = bundle.model.cfg.max_src_len
+    limit = bundle.cfg.max_src_len
     usable = [(s, t, bundle.prepare(s).ids) for s, t in pairs
               if s.strip() and 0 < len(bundle.tokenize_source(s)) <= limit]
     outputs: list[list[int]] = []
@@ -214,7 +214,7 @@ def bleu_by_length(bundle: ModelBundle, pairs: Sequence[tuple[str, str]], data: 
         scores = translation_scores(hyps, refs, bundle.languages[1])
         signature = str(scores["bleu_signature"])
         rows.append({"lo": lo, "hi": hi, "n": len(members), "bleu": scores["bleu"], "chrf": scores["chrf"]})
-    return BleuCurve(bundle.name, bundle.model.cfg.attention, tuple(rows), data, signature)
+    return BleuCurve(bundle.name, bundle.cfg.attention, tuple(rows), data, signature)
 
 
 def store_bleu_curves(entries: Sequence[tuple[Path, BleuCurve]]) -> Path:

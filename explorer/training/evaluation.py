@@ -106,7 +106,7 @@ def task_pairs(bundle: ModelBundle, samples: int, seed: int, min_len: int | None
     if min_len is not None or max_len is not None:
         lo = min_len if min_len is not None else spec.min_len
         hi = max_len if max_len is not None else max(spec.max_len, lo)
-        cfg = bundle.model.cfg
+        cfg = bundle.cfg
         longest = min(cfg.max_src_len, cfg.max_tgt_len - 1)
         if spec.name != "dates":
             check_lengths(lo, hi, longest)
@@ -220,7 +220,7 @@ def score_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]], beam: int
     no scores). `on_progress(done, total)` follows the decoding, the long part. The CLI's eval and the
     app's Train and Compare pages all score through here."""
     from explorer.data.corpus import translation_scores
-    max_src = bundle.model.cfg.max_src_len
+    max_src = bundle.cfg.max_src_len
     usable, id_pairs = [], []
     for src, tgt in pairs:
         if limit is not None and len(usable) >= limit:
@@ -229,7 +229,7 @@ def score_pairs(bundle: ModelBundle, pairs: Sequence[tuple[str, str]], beam: int
         if not tokens or len(tokens) > max_src:
             continue
         usable.append((src, tgt))
-        tgt_tokens = bundle.tokenize_target(tgt)[: bundle.model.cfg.max_tgt_len - 1]
+        tgt_tokens = bundle.tokenize_target(tgt)[: bundle.cfg.max_tgt_len - 1]
         id_pairs.append(Pair(tuple(bundle.src_vocab.encode(tokens)), tuple(bundle.tgt_vocab.encode(tgt_tokens))))
     if not usable:
         return {"n": 0}

@@ -63,7 +63,7 @@ def pair_data(bundle: ModelBundle, tsv: bytes | None, seed: int, limits: Limits 
         say(corpus.skipped_note())
     fraction = float(bundle.training.get("valid_fraction", settings.setting("valid_fraction").toy))
     train_items, valid_items = split_pairs(list(enumerate(corpus.pairs)), fraction, seed)
-    max_src, max_tgt = bundle.model.cfg.max_src_len, bundle.model.cfg.max_tgt_len - 1
+    max_src, max_tgt = bundle.cfg.max_src_len, bundle.cfg.max_tgt_len - 1
 
     def usable(items) -> list[tuple[str, str]]:  # lines over 10,000 bytes never got here (corpus.py)
         return [(s, t) for _, (s, t) in items

@@ -17,6 +17,7 @@ from explorer.limits import LIMITS, PARSED_TSV_FACTOR
 from explorer.app.engine_link import engine_module
 
 model_registry = engine_module("explorer.checkpoints.registry")
+first_trace = engine_module("explorer.app.first_trace")
 
 
 @st.cache_resource(show_spinner=False)
@@ -78,10 +79,20 @@ def _trace_cache() -> model_registry.LRUCache:
 
 def cached_trace(name: str, text: str, intervention: Any = None, target: str | None = None):
     """The trace of an input, computed once per (model version, input, intervention, target)."""
-    from explorer.engine.trace import Intervention, trace
+    from explorer.record import Intervention
     intervention = intervention or Intervention()
     key = ("trace", model_key(name), text, intervention, target)
-    return _trace_cache().get_or_compute(key, lambda: trace(get_model(name), text, intervention, target))
+    return _trace_cache().get_or_compute(key, lambda: _trace(get_model(name), text, intervention, target))
+
+
+def _trace(bundle: Any, text: str, intervention: Any, target: str | None):
+    """A shipped model's first trace as stored beside it (no torch needed), any other traced."""
+    if target is None and intervention.is_identity:
+        stored = first_trace.read(bundle, text)
+        if stored is not None:
+            return stored
+    from explorer.engine.trace import trace
+    return trace(bundle, text, intervention, target)
 
 
 def cached(key: tuple, compute):

@@ -31,8 +31,8 @@ def _default_pair(names: list[str]) -> tuple[str, str]:
     """reverse vs reverse-none when shipped; else the first attention model against the first plain one."""
     if "reverse" in names and "reverse-none" in names:
         return "reverse", "reverse-none"
-    attends = [n for n in names if (b := common.model_or_none(n)) is not None and b.model.cfg.attention != "none"]
-    plain = [n for n in names if (b := common.model_or_none(n)) is not None and b.model.cfg.attention == "none"]
+    attends = [n for n in names if (b := common.model_or_none(n)) is not None and b.cfg.attention != "none"]
+    plain = [n for n in names if (b := common.model_or_none(n)) is not None and b.cfg.attention == "none"]
     a = attends[0] if attends else names[0]
     b = plain[0] if plain else (names[1] if len(names) > 1 else names[0])
     return a, b
@@ -68,7 +68,7 @@ def curve_section(names: list[str]) -> None:
                                                     if n in eligible]
     left, right = st.container(), st.container()  # the twins' names fill a 1024-pixel row on their own
     chosen = left.multiselect("Models", eligible, key="compare_curve_models",
-                              format_func=lambda n: f"{n} ({common.get_model(n).model.cfg.attention})")
+                              format_func=lambda n: f"{n} ({common.get_model(n).cfg.attention})")
     metric = right.radio("Score", list(METRIC_LABELS), key="compare_metric", horizontal=True,
                          format_func=METRIC_LABELS.get)
     if not chosen:

@@ -45,7 +45,7 @@ def render() -> None:
     bundle, request, tr, original, arrived = shown
     playing = bool(state.get("playing"))
     panel = st.fragment(panels.render, run_every=panels.PLAY_SECONDS if playing else None)
-    panel(request, bundle.model.cfg.cell, bundle.model.cfg.attn_dim)
+    panel(request, bundle.cfg.cell, bundle.cfg.attn_dim)
     shared.guarded(neighbours_panel.render, request.model, tr, int(state.get("step", 1)))
     shared.guarded(what_if.render, bundle, request, tr, original)
     shared.guarded(_downloads, bundle, request, tr)
@@ -237,7 +237,7 @@ def _downloads(bundle, request: views.Request, tr: Trace) -> None:
     cols[1].download_button("Trace as CSV", data=lambda: views.trace_csv(tr, explanation), file_name=f"{stem}.csv",
                             mime="text/csv", key=K + "csv", on_click="ignore", width="stretch")
     cols[2].download_button("Offline trace (HTML)", data=lambda: offline.trace_page(
-        tr, bundle.model.cfg.cell, request.text, views.output_text(bundle, tr, request.mode != "teacher")), file_name=f"{stem}.html",
+        tr, bundle.cfg.cell, request.text, views.output_text(bundle, tr, request.mode != "teacher")), file_name=f"{stem}.html",
         mime="text/html", key=K + "offline", on_click="ignore", width="stretch",
         help="One file that steps through this decoding with ← → and buttons, with no server and no network: "
              "the heatmap, the four steps and the lookup table (plotly.js and the Chinese glyphs inside, under 5 MB)")

@@ -243,7 +243,7 @@ def section_sharing(t: dict, lang: str) -> None:
         st.info(t["s3_shared_ok"].format(m=runs[0].length))
     else:
         st.error(runs[0].error, icon=":material/warning:")
-    per = lessons.encoder_parameters(unshared) // unshared.model.cfg.max_src_len
+    per = lessons.encoder_parameters(unshared) // unshared.cfg.max_src_len
     st.caption(t["s3_counts"].format(shared=lessons.encoder_parameters(shared),
                                      unshared=lessons.encoder_parameters(unshared), hi=hi, per=per))
 
@@ -252,8 +252,8 @@ def section_encoder_decoder(t: dict, lang: str) -> None:
     st.header(t["s4"])
     st.markdown(t["s4_text"])
     st.latex(equations.plain_decoder())
-    plain = _names(lambda b: b.model.cfg.attention == "none")
-    others = [n for n in _names(lambda b: b.model.cfg.attention != "none") if n not in plain]
+    plain = _names(lambda b: b.cfg.attention == "none")
+    others = [n for n in _names(lambda b: b.cfg.attention != "none") if n not in plain]
     options = plain + others + [LESSON_RNN]
     default = "reverse-none" if "reverse-none" in plain else options[0]
     name, source = _model_and_input("ed", options, default, t)
@@ -263,9 +263,9 @@ def section_encoder_decoder(t: dict, lang: str) -> None:
     except ExplorerError as exc:
         common.show_problem(exc)
         return
-    if bundle.model.cfg.attention != "none":
+    if bundle.cfg.attention != "none":
         st.info(t["s4_attends"])
-    if bundle.model.cfg.bidirectional:
+    if bundle.cfg.bidirectional:
         st.caption(t["s4_bi"])
     ctx = lessons.context_vector(bundle, tr)
     rows = {f"h<sub>{i + 1}</sub> {tok}": tr.encoder_states[i] for i, tok in enumerate(tr.source_tokens)}
@@ -305,13 +305,13 @@ def _bottleneck_names() -> list[str]:
     names = [n for n in shipped if (b := common.model_or_none(n)) is not None and b.task is not None
              and b.task.name == "reverse"]
     order = {"dot": 0, "scaled_dot": 1, "additive": 2, "none": 3}
-    return sorted(names, key=lambda n: (order.get(common.get_model(n).model.cfg.attention, 9), n))
+    return sorted(names, key=lambda n: (order.get(common.get_model(n).cfg.attention, 9), n))
 
 
 def section_bottleneck(t: dict, lang: str) -> None:
     st.header(t["s5"])
     names = _bottleneck_names()
-    kinds = {common.get_model(n).model.cfg.attention for n in names}
+    kinds = {common.get_model(n).cfg.attention for n in names}
     if "none" not in kinds or len(kinds) < 2:
         st.markdown(t["s5_text"].format(lo="…", hi="…", hidden="…", params="…", samples=comparison.CURVE_SAMPLES))
         st.info(t["s5_none"])
@@ -320,7 +320,7 @@ def section_bottleneck(t: dict, lang: str) -> None:
         curves = [common.accuracy_curve(n) for n in names]
     lo, hi = curves[0].trained or ("?", "?")
     bundles = [common.get_model(n) for n in names]
-    hidden = "/".join(sorted({str(b.model.cfg.hidden) for b in bundles}))
+    hidden = "/".join(sorted({str(b.cfg.hidden) for b in bundles}))
     params = ", ".join(f"{n} {b.parameter_count:,}" for n, b in zip(names, bundles))  # computed, never claimed
     st.markdown(t["s5_text"].format(lo=lo, hi=hi, hidden=hidden, params=params, samples=comparison.CURVE_SAMPLES))
     st.latex(equations.encoder_summary() + t["s5_latex"])
@@ -342,7 +342,7 @@ def section_attention(t: dict, lang: str) -> None:
                                       value_eq=equations.value()))
     st.latex(equations.four_steps())
     st.markdown(t["s6_db"])
-    options = _names(lambda b: b.model.cfg.attention != "none") + [LESSON_RNN]
+    options = _names(lambda b: b.cfg.attention != "none") + [LESSON_RNN]
     default = "reverse" if "reverse" in options else options[0]
     name, source = _model_and_input("attn", options, default, t)
     try:

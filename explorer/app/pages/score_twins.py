@@ -60,7 +60,7 @@ def section() -> None:
         st.info("This needs the reverse twins trained with different score functions (pretrained/README.md).")
         return
     st.markdown("The same model trained once per score function, changing only how a query is scored against a key: "
-                + ", ".join(f"`{n}` ({sf.LABELS[common.get_model(n).model.cfg.attention]})" for n in names) + ".")
+                + ", ".join(f"`{n}` ({sf.LABELS[common.get_model(n).cfg.attention]})" for n in names) + ".")
     _input()
     source = st.text_input("Input (the same for every twin)", key=K + "input")
     addresses.write_query({"twins": source}, K + "url_sent")
@@ -89,7 +89,7 @@ def section() -> None:
 
 def _twin(name: str, source: str) -> None:
     bundle = common.get_model(name)
-    st.markdown(f"**{name}** · {sf.LABELS[bundle.model.cfg.attention]}")
+    st.markdown(f"**{name}** · {sf.LABELS[bundle.cfg.attention]}")
     try:
         tr = common.cached_trace(name, source)
     except ExplorerError as exc:

@@ -721,7 +721,7 @@ def _smoothing_note(job: jobs.TrainingJob) -> str:
     bundle = job.snapshot()
     if not smoothing or bundle is None:
         return ""
-    floor = validation.smoothed_loss_floor(smoothing, bundle.model.cfg.tgt_vocab)
+    floor = validation.smoothed_loss_floor(smoothing, bundle.cfg.tgt_vocab)
     return (f"The training loss is measured with label smoothing {smoothing:g}: each target keeps "
             f"{100 * (1 - smoothing):g}% of its probability and spreads the rest over the vocabulary, so even a "
             f"perfect model's training loss levels at about {floor:.2f}. The validation loss is plain "
