@@ -143,3 +143,14 @@ def upload(at, key: str, name: str, data: bytes, mime: str = "text/plain"):
     box's file uploader, value set, for `.run()`."""
     rounds = at.session_state[f"{key}_round"] if f"{key}_round" in at.session_state else 0
     return at.file_uploader(key=f"{key}_box{rounds}").set_value((name, data, mime))
+
+
+def keyed_places(node, path: tuple[int, ...] = ()) -> dict[str, tuple[int, ...]]:
+    """Where each element with an id (widgets, keyed charts and containers) is in the page."""
+    found: dict[str, tuple[int, ...]] = {}
+    for index, child in getattr(node, "children", {}).items():
+        element_id = getattr(getattr(child, "proto", None), "id", "")
+        if element_id:
+            found[element_id] = (*path, index)
+        found.update(keyed_places(child, (*path, index)))
+    return found

@@ -199,7 +199,7 @@ def from_bytes(data: bytes, name: str, source: str = "upload", trusted: bool = F
     return ModelBundle(name=name, model=_build_model(checked.cfg, data, source), **fields)
 
 
-def load_deferred(name_or_path: str | Path, prepare: Callable[["Seq2Seq"], "Seq2Seq"] = lambda m: m) -> DeferredBundle:
+def load_deferred(name_or_path: str | Path, prepare: Callable[[Seq2Seq], Seq2Seq] = lambda m: m) -> DeferredBundle:
     """`load` with the weights read and checked when the model is first used (then `prepare`d): the header's
     checks run now, and nothing here imports torch."""
     path = resolve(str(name_or_path))
@@ -249,7 +249,7 @@ def _read_header(data: bytes, source: str, trusted: bool) -> tuple[Info, dict[st
                          saved_at=saved_at if isinstance(saved_at, str) else None)
 
 
-def _build_model(cfg: ModelConfig, data: bytes, source: str) -> "Seq2Seq":
+def _build_model(cfg: ModelConfig, data: bytes, source: str) -> Seq2Seq:
     """The model of a checked header with the file's weights, checked against it first."""
     import torch
     from safetensors import SafetensorError

@@ -200,7 +200,7 @@ class DeferredBundle(ModelBundle):
     def model(self) -> Seq2Seq:
         with self._lock:  # sessions run in threads: one build
             if self._built is None:
-                self._built = self._build()
+                self._built, self._build = self._build(), None  # the file's bytes go with the builder
             return self._built
 
     @model.setter
@@ -210,7 +210,7 @@ class DeferredBundle(ModelBundle):
 
     @property
     def built(self) -> bool:
-        """Whether the model exists yet (for tests and the preload)."""
+        """Whether the model exists yet."""
         return self._built is not None
 
     @property

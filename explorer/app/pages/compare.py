@@ -267,8 +267,11 @@ def side_by_side_section(names: list[str]) -> None:
 def _side_by_side(names: list[str]) -> None:
     st.header("Side by side")
     _apply_url(names)
-    if "compare_url_problem" in st.session_state:
-        st.warning(st.session_state.pop("compare_url_problem"), icon=":material/link_off:")
+    # Each message in a container drawn on every run, shown or not: an element that comes and goes moves everything
+    # after it, and a moved element is drawn anew (its charts from scratch).
+    with st.container():
+        if "compare_url_problem" in st.session_state:
+            st.warning(st.session_state.pop("compare_url_problem"), icon=":material/link_off:")
     default_a, default_b = _default_pair(names)
     for key, default in (("compare_model_a", default_a), ("compare_model_b", default_b)):
         if st.session_state.get(key) not in names:
@@ -276,12 +279,13 @@ def _side_by_side(names: list[str]) -> None:
     a, b = st.columns(2)
     name_a = a.selectbox("Model A", names, key="compare_model_a", on_change=_on_model_a)
     partners = _partners(name_a, names)
+    notice = st.container()
     if st.session_state.get("compare_model_b") not in partners:
         wanted = st.session_state.get("compare_model_b")
         st.session_state["compare_model_b"] = default_b if default_b in partners else _partner(name_a, partners)
         if wanted is not None and wanted != st.session_state["compare_model_b"]:
-            st.caption(f"Model B is now {st.session_state['compare_model_b']}: {wanted} reads another kind of "
-                       f"input than {name_a}.")
+            notice.caption(f"Model B is now {st.session_state['compare_model_b']}: {wanted} reads another kind of "
+                           f"input than {name_a}.")
     name_b = b.selectbox("Model B", partners, key="compare_model_b",
                          help="models that read the same kind of input as model A: a toy model its task's symbols, "
                               "a translation model sentences")
@@ -297,8 +301,9 @@ def _side_by_side(names: list[str]) -> None:
     mid.number_input("Length", 1, 64, 25, key="compare_length")
     right.button("Random input", key="compare_random", on_click=_set_random_input)
     _sync_url()
-    if "compare_random_error" in st.session_state:
-        st.error(st.session_state.pop("compare_random_error"), icon=":material/warning:")
+    with st.container():
+        if "compare_random_error" in st.session_state:
+            st.error(st.session_state.pop("compare_random_error"), icon=":material/warning:")
     col_a, col_b = st.columns(2)
     breakdowns = {}
     with col_a:

@@ -515,7 +515,8 @@ def render() -> None:
                                 format_func=LANGUAGES.get, key="learn_lang")
     lang = lang or "en"
     t = text(lang)
-    _apply_section_url()
+    with st.container():  # a link's problem, if any: the page after it keeps its place either way
+        _apply_section_url()
     section = int(st.session_state.setdefault("learn_section", 1))
     addresses.write_query({"section": str(section), "lang": lang}, "learn_url_sent")
     st.session_state["learn_section_synced"] = str(section)
