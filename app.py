@@ -41,8 +41,9 @@ def main() -> None:
 
 
 def _lazy(module: str) -> Callable[[], None]:
-    """A page that imports its module when it is shown: the page modules pull in torch and pandas
-    (~2 s on a cold start), and the warm-up elements should reach the browser before that."""
+    """A page that imports its module when it is shown: the page modules pull in pandas and the figures (~0.5 s on
+    a cold start; the engine, torch, when a page first runs a model), and the warm-up elements should reach the
+    browser before that."""
     def render() -> None:
         importlib.import_module(f"explorer.app.pages.{module}").render()
     render.__name__ = module  # Streamlit's default name for a callable page; each its own

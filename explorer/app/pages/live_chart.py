@@ -271,8 +271,8 @@ def plotly_url() -> str:
     """The address of plotly.js (PLOTLY_FILE) on this server.
 
     Declared only for its files: Streamlit serves a declared component's folder at component/<name>/<file>, with
-    browser caching. Declared in the run, every time: a declaration outside a script run (the server's preload
-    thread imports this module) is not registered, and the page's plotly.js was then a 404."""
+    browser caching. Declared in the run, every time: a declaration outside a script run (an import by another
+    thread of the server's, as its preload once did) is not registered, and the page's plotly.js was then a 404."""
     files = st.components.v1.declare_component("plotly_js", path=str(PLOTLY_DIR))
     return f"component/{files.name}/{PLOTLY_FILE}"
 

@@ -3,8 +3,8 @@
 Streamlit's browser code fetches the renderer of an element kind (a Plotly chart: 4.7 MB of
 JavaScript; a formula, a table, each kind of widget: smaller chunks) only when the first element of
 that kind arrives, and shows a grey placeholder until it has. On a session's first run that was after
-the server had imported torch and traced the default input (~2 s), so the browser sat idle and then
-spent seconds more loading them. `start()` sends one hidden element of every kind the pages use
+the server had imported the page's modules and traced the input (0.5-2 s: torch too, where the view is not a shipped
+model's stored first trace), so the browser sat idle and then spent seconds more loading them. `start()` sends one hidden element of every kind the pages use
 before any heavy import; `finish(holder)` removes them once the page has drawn.
 
 Explore's first view draws only live charts (pages/live_chart.py: plotly's cartesian bundle, 1.5 MB), none
