@@ -21,10 +21,12 @@ from typing import Any, Sequence
 APP = Path(__file__).resolve().parents[2] / "app.py"
 MAX_REQUEST_BYTES = 4 * 1024 * 1024  # above Chromium's 2 MiB address limit
 # The engine (torch, ~1-2 s to import): a shipped model's first view needs none of it (its stored first trace,
-# explorer/app/first_trace.py), so it is imported once the first run has ended, before a user asks for
-# anything else. Imported while the page loaded (as before), it held the interpreter while the server sent
-# Streamlit's JavaScript; the first view's light modules (pandas, the figures) are left to the first run for the
-# same reason (benchmarks/RESULTS.md, "2026-12-07 late: a first view without torch").
+# explorer/app/first_trace.py), so it is imported in the background once the browser has drawn that view
+# (ENGINE_DELAY_S after the first run); a page that needs it sooner imports it itself. Imported while the page
+# loaded (as before), it held the interpreter while the server sent Streamlit's JavaScript; the first view's light
+# modules (pandas, the figures) are left to the first run for the same reason (benchmarks/RESULTS.md, "2026-12-07
+# late: a first view without torch"). explorer's modules import one another without cycles, so the preload and a
+# page importing at once cannot deadlock.
 ENGINE = ("explorer.engine.trace", "explorer.engine.decoding", "explorer.engine.seeding", "safetensors.torch")
 ENGINE_DELAY_S = 5.0  # after the first run: the browser is still drawing the first view for ~2-3 s (2 cores)
 _engine = {"armed": False, "started": False}
