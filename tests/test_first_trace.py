@@ -1,4 +1,4 @@
-"""The shipped models' stored first traces (explorer/checkpoints/first_trace.py) are what `trace()` computes now,
+"""The shipped models' stored first traces (explorer/app/first_trace.py) are what `trace()` computes now,
 for the very checkpoint files shipped; anything else that asks for a stored trace gets None and is traced."""
 
 from __future__ import annotations
