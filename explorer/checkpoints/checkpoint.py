@@ -186,10 +186,16 @@ def load(name_or_path: str | Path, name: str | None = None) -> ModelBundle:
     """Load a checkpoint by shipped name or path; ExplorerError for anything wrong with it.
 
     Only a regular file is read, and at most MAX_CHECKPOINT_BYTES of it, whatever it claims."""
+    path, data, default, trusted = _read_file(name_or_path)
+    return from_bytes(data, name or default, source=str(path), trusted=trusted)
+
+
+def _read_file(name_or_path: str | Path) -> tuple[Path, bytes, str, bool]:
+    """(path, bytes, the model's name from the file name, whether it is a shipped model's) of a checkpoint."""
     path = resolve(str(name_or_path))
     data = storage.read_regular(path, "checkpoint", MAX_CHECKPOINT_BYTES)
-    default = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
-    return from_bytes(data, name or default, source=str(path), trusted=path.resolve().parent == PRETRAINED_DIR.resolve())
+    name = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
+    return path, data, name, path.resolve().parent == PRETRAINED_DIR.resolve()
 
 
 def from_bytes(data: bytes, name: str, source: str = "upload", trusted: bool = False) -> ModelBundle:
@@ -202,13 +208,11 @@ def from_bytes(data: bytes, name: str, source: str = "upload", trusted: bool = F
 def load_deferred(name_or_path: str | Path, prepare: Callable[[Seq2Seq], Seq2Seq] = lambda m: m) -> DeferredBundle:
     """`load` with the weights read and checked when the model is first used (then `prepare`d): the header's
     checks run now, and nothing here imports torch."""
-    path = resolve(str(name_or_path))
-    data = storage.read_regular(path, "checkpoint", MAX_CHECKPOINT_BYTES)
+    path, data, name, trusted = _read_file(name_or_path)
     source = str(path)
-    checked, fields = _read_header(data, source, trusted=path.resolve().parent == PRETRAINED_DIR.resolve())
+    checked, fields = _read_header(data, source, trusted)
     return DeferredBundle(checked.cfg, lambda: prepare(_build_model(checked.cfg, data, source)),
-                          hashlib.sha256(data).hexdigest(),
-                          name=path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem, **fields)
+                          hashlib.sha256(data).hexdigest(), name=name, **fields)
 
 
 def _read_header(data: bytes, source: str, trusted: bool) -> tuple[Info, dict[str, Any]]:
