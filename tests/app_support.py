@@ -154,3 +154,17 @@ def keyed_places(node, path: tuple[int, ...] = ()) -> dict[str, tuple[int, ...]]
             found[element_id] = (*path, index)
         found.update(keyed_places(child, (*path, index)))
     return found
+
+
+def places_around_a_bad_link(page: str, param: str, value: str, problem: str) -> tuple[dict, dict, dict, list[str]]:
+    """Where each element with an id is (keyed_places) without a link, on the first run of a link `?param=value`
+    whose problem the page reports (a warning holding `problem`) and on the run after it; and that run's warnings."""
+    plain = app_test(page).run()
+    linked = app_test(page)
+    linked.query_params[param] = value
+    linked.run()
+    assert not linked.exception, [e.value for e in linked.exception]
+    assert any(problem in w.value for w in linked.warning), [w.value for w in linked.warning]
+    first = keyed_places(linked.main)
+    linked.run()
+    return keyed_places(plain.main), first, keyed_places(linked.main), [w.value for w in linked.warning]

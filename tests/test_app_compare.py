@@ -239,14 +239,8 @@ def test_the_twins_faithfulness_table_and_chart(pretrained, short_curve):
 def test_the_side_by_side_keeps_its_places_when_a_links_problem_comes_and_goes(pretrained):
     """A link's problem shown on the first run only moved every element after it on the next (each then drawn anew,
     its charts from scratch)."""
-    plain = app_support.app_test("compare").run()
-    linked = app_support.app_test("compare")
-    linked.query_params["a"] = "no-such-model"
-    linked.run()
-    no_exception(linked)
-    assert any("no-such-model" in w.value for w in linked.warning)
-    first = app_support.keyed_places(linked.main)
-    linked.run()
-    assert not any("no-such-model" in w.value for w in linked.warning)
+    plain, first, after, warnings = app_support.places_around_a_bad_link("compare", "a", "no-such-model",
+                                                                         "no-such-model")
+    assert not any("no-such-model" in w for w in warnings)
     assert any(key.endswith("compare_fig_parameters") for key in first)
-    assert app_support.keyed_places(linked.main) == first == app_support.keyed_places(plain.main)
+    assert after == first == plain

@@ -18,7 +18,7 @@ import explorer.engine.trace
 from explorer.checkpoints import checkpoint
 from explorer.checkpoints.registry import SessionModels
 
-from app_support import drawn_charts
+from app_support import drawn_charts, keyed_places
 from explore_models import build_models
 
 TIMEOUT = 120
@@ -687,15 +687,9 @@ def test_the_step_panel_sends_its_step_even_when_the_browsers_copy_of_the_addres
     assert not sent, "nothing is sent when the address already shows the view"
 
 
-def _place(node, suffix: str, path: tuple[int, ...] = ()) -> tuple[int, ...] | None:
-    """Where the container whose key ends with `suffix` is in the page (its index at each level)."""
-    for index, child in getattr(node, "children", {}).items():
-        if getattr(getattr(child, "proto", None), "id", "").endswith(suffix):
-            return (*path, index)
-        found = _place(child, suffix, (*path, index))
-        if found is not None:
-            return found
-    return None
+def _place(node, suffix: str) -> tuple[int, ...] | None:
+    """Where the element whose id ends with `suffix` is in the page (its index at each level)."""
+    return next((place for key, place in keyed_places(node).items() if key.endswith(suffix)), None)
 
 
 def test_the_step_panel_keeps_its_place_whatever_messages_come_and_go_above_it(models_dir):

@@ -201,14 +201,7 @@ def test_a_chinese_link_opens_in_chinese_and_the_address_keeps_the_language(pret
 def test_the_page_keeps_its_places_when_a_links_problem_comes_and_goes(quick):
     """A bad `?section=` warned on the first run only, moving every element after it on the next (each then drawn
     anew, and the old ← → buttons, with their keys, beside the new until the run ended)."""
-    plain = app_support.app_test("learn").run()
-    linked = app_support.app_test("learn")
-    linked.query_params["section"] = "two"
-    linked.run()
-    no_exception(linked)
-    assert any("'two'" in w.value for w in linked.warning)
-    first = app_support.keyed_places(linked.main)
-    linked.run()
-    assert not linked.warning
+    plain, first, after, warnings = app_support.places_around_a_bad_link("learn", "section", "two", "'two'")
+    assert not warnings
     assert any(key.endswith("learn_next") for key in first)
-    assert app_support.keyed_places(linked.main) == first == app_support.keyed_places(plain.main)
+    assert after == first == plain
