@@ -77,11 +77,11 @@ def pretrained_at(folder: Path) -> Iterator[Path]:
 def drawn_charts(at) -> dict[str, dict]:
     """Every chart the run drew, by its key, as the figure JSON the browser gets: st.plotly_chart's and the
     live charts' (explorer/app/pages/live_chart.py: the step's charts, updated in place)."""
-    from explorer.app.pages.live_chart import NAME
+    from explorer.app.pages.live_chart import NAME, sent
     out = {el.proto.id.rsplit("-", 1)[-1]: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
     for el in at.get("bidi_component"):
         if el.proto.component_name == NAME:
-            out[el.proto.id.rsplit("-", 1)[-1]] = json.loads(json.loads(el.proto.json)["spec"])
+            out[el.proto.id.rsplit("-", 1)[-1]] = json.loads(sent(el.proto.json)["spec"])
     return out
 
 

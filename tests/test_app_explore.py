@@ -622,15 +622,15 @@ def test_presenter_mode_draws_each_steps_figures_once_and_no_per_chart_downloads
 
 def live_charts(at: AppTest) -> dict[str, dict]:
     """The live charts' data by key (explorer/app/pages/live_chart.py)."""
-    from explorer.app.pages.live_chart import NAME
-    return {el.proto.id.rsplit("-", 1)[-1]: json.loads(el.proto.json) for el in at.get("bidi_component")
+    from explorer.app.pages.live_chart import NAME, sent
+    return {el.proto.id.rsplit("-", 1)[-1]: sent(el.proto.json) for el in at.get("bidi_component")
             if el.proto.component_name == NAME}
 
 
 def stepper_data(at: AppTest) -> dict:
-    from explorer.app.pages.live_chart import STEPPER_NAME
+    from explorer.app.pages.live_chart import STEPPER_NAME, sent
     (element,) = [el for el in at.get("bidi_component") if el.proto.component_name == STEPPER_NAME]
-    return json.loads(element.proto.json)
+    return sent(element.proto.json)
 
 
 @pytest.mark.parametrize("present", ["0", "1"])

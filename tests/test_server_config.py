@@ -74,3 +74,32 @@ def test_the_served_app_imports_the_engine_after_the_first_run_with_one_torch_th
     assert found["unarmed"] and found["again"]
     assert found["imported"] == found["wanted"] and "explorer.engine.trace" in found["wanted"]
     assert found["omp"] == "1" and found["threads"] == 1
+
+
+BEFORE_SERVING = """
+import gc, inspect, json
+from streamlit import delta_generator
+import streamlit as st
+from explorer.app import serve
+marked_before = delta_generator._use_warning_has_been_displayed
+serve.before_serving()
+frozen = gc.get_freeze_count()
+def no_stack(*args, **kwargs):
+    raise AssertionError("the first element inspected the stack")
+inspect.stack = no_stack
+st.empty()  # a process's first element
+print(json.dumps({"before": marked_before, "after": delta_generator._use_warning_has_been_displayed,
+                  "frozen": frozen}))
+"""
+
+
+def test_the_served_app_spares_the_first_view_streamlit_s_stack_check_and_the_imports_scans():
+    """`python -m explorer.app.serve` marks Streamlit's "run me with streamlit run" check done before serving (at a
+    process's first element it read the source of every frame on the script's stack: 0.1-0.27 s of the first view)
+    and freezes what is imported (Streamlit collects every generation after each run)."""
+    out = subprocess.run([sys.executable, "-c", BEFORE_SERVING], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["before"] is False and found["after"] is True
+    assert found["frozen"] > 10_000

@@ -22,6 +22,7 @@ docs/PERFORMANCE.md's live-demo row).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -246,7 +247,8 @@ function chart({ parentElement, data, setTriggerValue }) {
 }
 
 export default function (component) {
-  return component.data.role === "stepper" ? stepper(component) : chart(component);
+  const data = component.data[0];  // the one-element list it travels in (see draw)
+  return data.role === "stepper" ? stepper({ ...component, data }) : chart({ ...component, data });
 }
 """
 
@@ -277,6 +279,18 @@ def plotly_url() -> str:
     return f"component/{files.name}/{PLOTLY_FILE}"
 
 
+def _payload(data: dict) -> list[dict]:
+    """What a live chart or the stepper sends: its data in a one-element list. Streamlit checks each value of a
+    dict for a dataframe, which imports pandas and pyarrow (0.45 s) before the server's first chart could reach
+    the browser; a list is sent as it is."""
+    return [data]
+
+
+def sent(proto_json: str) -> dict:
+    """The data a live chart or the stepper sent, from its element's JSON (`_payload`'s list)."""
+    return json.loads(proto_json)[0]
+
+
 def draw(spec: str, *, key: str, config: dict, on_select: Callable[[], None] | None = None, t: int | None = None,
          seq: int = 0) -> Any:
     """Draw the figure JSON `spec` under `key`; the same key on the next run updates the same plot.
@@ -290,7 +304,7 @@ def draw(spec: str, *, key: str, config: dict, on_select: Callable[[], None] | N
     # The frame is in the page as soon as the run is, before the component's code has loaded and made the plot's
     # element: so a test or benchmark can wait until every chart has drawn (tests/browser_support.py CHARTS_DRAWN).
     with st.container(key=FRAME_PREFIX + key):
-        return _component(key=key, data=data, width="stretch", height="content", **callbacks)
+        return _component(key=key, data=_payload(data), width="stretch", height="content", **callbacks)
 
 
 def stepper(*, key: str, t: int, steps: int, seq: int, keys: bool, ahead: dict[int, dict[str, dict]],
@@ -302,7 +316,7 @@ def stepper(*, key: str, t: int, steps: int, seq: int, keys: bool, ahead: dict[i
     data = {"role": "stepper", "t": t, "steps": steps, "seq": seq, "keys": keys, "plotly": plotly_url(),
             "ahead": {str(s): figures for s, figures in ahead.items()}, "buttons": buttons}
     with st.container(key=STEPPER_FRAME):
-        return _stepper(key=key, data=data, width="stretch", height="content", on_step_change=on_step)
+        return _stepper(key=key, data=_payload(data), width="stretch", height="content", on_step_change=on_step)
 
 
 def _browser_step(state: Any) -> dict:
