@@ -15,6 +15,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -120,6 +121,20 @@ def copy_of(bundle, name: str):
     clone = private_copy(bundle, name)
     clone.model.eval()
     return clone
+
+
+def lookup_tables(at) -> list[str]:
+    """The HTML of the lookup tables the run drew (explorer/app/figures/lookup_table.py)."""
+    return [h.proto.body for h in at.get("html") if "explorer-lookup" in h.proto.body]
+
+
+def lookup_column(table: str, column: str) -> list[str]:
+    """One column of a lookup table's HTML, its cells' text: "token", "score" or "weight"."""
+    return [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(rf'<td class="{column}">(.*?)</td>', table)]
+
+
+def lookup_weights(table: str) -> list[float]:
+    return [float(w) for w in lookup_column(table, "weight")]
 
 
 def frame_with(at, column: str):

@@ -7,7 +7,6 @@ The app runs on small untrained checkpoints (tests/explore_models.py) in a tempo
 from __future__ import annotations
 
 import base64
-import json
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ import explorer.engine.trace
 from explorer.checkpoints import checkpoint
 from explorer.checkpoints.registry import SessionModels
 
-from app_support import drawn_charts, keyed_places
+from app_support import drawn_charts, keyed_places, lookup_tables, lookup_weights
 from explore_models import build_models
 
 TIMEOUT = 120
@@ -134,9 +133,9 @@ def test_every_model_renders(models_dir, name):
     if name == "reverse-none":
         assert not has_heatmap
         assert any("no attention" in i.value for i in at.info)
-        assert not at.get("dataframe")  # no lookup table without attention
+        assert not lookup_tables(at)  # no lookup table without attention
     else:
-        assert has_heatmap
+        assert has_heatmap and len(lookup_tables(at)) == 1
 
 
 def test_switching_model_keeps_an_input_the_new_model_reads(models_dir):
@@ -408,8 +407,8 @@ def test_pin_and_force(models_dir):
     assert any("step 2 pinned to x6" in m.value for m in at.markdown)
     step_slider(at).set_value(2)
     ok(at)
-    table = [d.value for d in at.dataframe if "weight α_ti" in d.value.columns][0]
-    assert np.allclose(table["weight α_ti"], np.eye(8)[5])
+    (table,) = lookup_tables(at)
+    assert np.allclose(lookup_weights(table), np.eye(8)[5], atol=1e-4)
     at.number_input(key="explore_force_step").set_value(1)
     at.selectbox(key="explore_force_token").set_value("7")
     at.button(key="explore_force").click()

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from explorer.app import views
 from explorer.app.figures.attention import MASKED_NAME
 
-from app_support import drawn_charts, frame_with
+from app_support import drawn_charts, lookup_column, lookup_tables
 
 TIMEOUT = 180
 
@@ -56,7 +56,8 @@ def test_a_masked_input_is_marked_and_the_cut_is_said():
     assert "<s>3:4</s>" in changed["data"][0]["x"] and "<s>3:4</s>" not in figure(at, "explore_fig_original")["data"][0]["x"]
     assert any(d.get("name") == MASKED_NAME for d in figure(at, "explore_heatmap")["data"])
     assert "masked" in figure(at, "explore_fig_weights")["data"][0]["text"]
-    assert frame_with(at, "weight α_ti")["token"].tolist()[2] == "4 (masked)"
+    (table,) = lookup_tables(at)
+    assert lookup_column(table, "token")[2] == "4 (masked)" and lookup_column(table, "score")[2] == "masked"
     assert at.query_params["mask"] == "3"
 
 

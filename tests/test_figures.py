@@ -9,13 +9,16 @@ import dataclasses
 import io
 import json
 import random
+import re
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
+from explorer import equations
 from explorer.app import views
+from explorer.app.figures.lookup_table import lookup_html
 from explorer.errors import ExplorerError
 from explorer.app.figures import attention as fa
 from explorer.app.figures import steps as fs
@@ -286,6 +289,34 @@ def test_lookup_table_is_the_step_s_records(copy_trace):
     assert frame["weight α_ti"].sum() == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(ExplorerError):
         views.lookup_table(copy_trace, copy_trace.steps)
+
+
+def test_the_lookup_table_s_html_shows_the_step_s_numbers(copy_trace):
+    """Explore's lookup table (HTML, figures/lookup_table.py): a row per input position with the trace's score and
+    weight to 4 decimals, the largest weight's row marked, the true alignment ticked, a key and a value image each."""
+    t = 3
+    table = views.lookup_table(copy_trace, t)
+    page = lookup_html(table, t + 1, float(abs(copy_trace.keys).max()), float(abs(copy_trace.values).max()))
+    rows = re.findall(r"<tr(?: class=largest)?><td>(\d+)</td>(.*?)</tr>", page)
+    assert [int(i) for i, _ in rows] == list(range(1, len(copy_trace.source_tokens) + 1))
+    scores = [float(x) for x in re.findall(r'<td class="score">(-?[0-9.]+)</td>', page)]
+    weights = [float(x) for x in re.findall(r'<td class="weight">.*?</span>([0-9.]+)</td>', page)]
+    assert np.allclose(scores, copy_trace.scores[t], atol=5e-5) and np.allclose(weights, copy_trace.weights[t], atol=5e-5)
+    assert page.count("<tr class=largest>") == 1
+    assert re.search(rf"<tr class=largest><td>{int(np.argmax(copy_trace.weights[t])) + 1}</td>", page)
+    assert page.count("data:image/svg+xml,") == 2 * len(rows)
+    assert page.count("✓") == int(copy_trace.alignment[t].sum()) and "true?" in page
+    assert f"score e{equations.sub(t + 1)}ᵢ" in page
+
+
+def test_the_lookup_table_s_html_says_masked_and_escapes_tokens(make_random_bundle):
+    tr = trace(make_random_bundle(attention="dot"), "12345", Intervention(masked=(0, 3)))
+    table = views.lookup_table(tr, 0)
+    page = lookup_html(table, 1, 1.0, 1.0)
+    assert page.count('<td class="score">masked</td>') == 2 and page.count(" (masked)</td>") == 2
+    table["token"][1] = "<b>x</b>"
+    page = lookup_html(table, 1, 1.0, 1.0)
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x" not in page
 
 
 def test_trace_frame_is_tidy_and_matches_the_trace(copy_trace):

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import pandas as pd
 
 from explorer.engine.bundle import ModelBundle, Prepared
 from explorer.errors import ExplorerError
@@ -21,6 +20,9 @@ from explorer.engine.lengths import output_cap
 from explorer.limits import MAX_BEAM_WIDTH, MAX_TEMPERATURE, MIN_TEMPERATURE, url_number
 from explorer.record import BeamRecord, Candidate, Intervention, Trace, trace_csv, trace_frame
 from explorer.data.vocab import EOS, EOS_ID, UNK
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MODES: dict[str, str] = {"greedy": "Greedy", "beam": "Beam search", "teacher": "Teacher-forced"}
 
@@ -352,6 +354,8 @@ def candidates_frame(bundle: ModelBundle, text: str, found: Sequence[Candidate])
         rows.append({"rank": rank, "output": output, "tokens": len(cand.ids),
                      "log P": cand.log_prob, "log P / token": cand.normalized, "P": float(np.exp(cand.log_prob)),
                      "finished": cand.finished})
+    import pandas as pd  # here: a first view draws no table of these (pandas: 0.3 s of a cold start)
+
     return pd.DataFrame(rows, columns=["rank", "output", "tokens", "log P", "log P / token", "P", "finished"])
 
 
@@ -362,27 +366,26 @@ def shown_token(tr: Trace, token: str) -> str:
     return f"{UNK} ({token})" if token in tr.unknown_tokens else token
 
 
-def lookup_table(tr: Trace, t: int) -> pd.DataFrame:
-    """Step t's "database lookup": one row per input position i with x_i, k_i, e_ti, α_ti, v_i (a position a
-    what-if hid from attention says "(masked)").
+def lookup_table(tr: Trace, t: int) -> dict[str, Any]:
+    """Step t's "database lookup", by column: one row per input position i with x_i, k_i, e_ti, α_ti, v_i (a
+    position a what-if hid from attention says "(masked)") and, where the task knows it, the true alignment.
 
-    Indices in the table are 1-based like the seed's x_1..x_m; vectors are lists of floats."""
+    Indices are 1-based like the article's x_1..x_m; keys and values are (positions, size) arrays."""
     _check_step(tr, t)
     if not tr.has_attention:
         raise ExplorerError("this model has no attention: there is no lookup table")
-    S = len(tr.source_tokens)
     masked = set(tr.intervention.masked)
-    frame = pd.DataFrame({
-        "i": np.arange(1, S + 1),
+    table: dict[str, Any] = {
+        "i": list(range(1, len(tr.source_tokens) + 1)),
         "token": [shown_token(tr, x) + (" (masked)" if i in masked else "") for i, x in enumerate(tr.source_tokens)],
-        "key k_i": [row.astype(float).tolist() for row in tr.keys],
+        "key k_i": tr.keys.astype(float),
         "score e_ti": tr.scores[t].astype(float),
         "weight α_ti": tr.weights[t].astype(float),
-        "value v_i": [row.astype(float).tolist() for row in tr.values],
-    })
+        "value v_i": tr.values.astype(float),
+    }
     if tr.alignment is not None and t < len(tr.alignment):
-        frame["true"] = tr.alignment[t].astype(bool)
-    return frame
+        table["true"] = tr.alignment[t].astype(bool)
+    return table
 
 
 def step_summary(tr: Trace, t: int) -> dict[str, object]:

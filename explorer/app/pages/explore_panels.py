@@ -12,6 +12,7 @@ import streamlit as st
 
 from explorer import equations
 from explorer.app.figures import attention as fig_attention
+from explorer.app.figures.lookup_table import lookup_html
 from explorer.app.figures import steps as fig_steps
 from explorer.app.figures import vectors as fig_vectors
 from explorer.app.pages import explore_shared as shared
@@ -215,26 +216,9 @@ def _step_three(tr: Trace, step: int, request: views.Request, attn_dim: int) -> 
         st.info("; ".join(notes), icon=":material/science:")
     # The table has the full width (beside the weights chart its last column was cut at 1024 px).
     with st.container(key=K + "lookup_block"):
-        frame = views.lookup_table(tr, step)
         peak_k = float(abs(tr.keys).max()) if tr.keys.size else 1.0
         peak_v = float(abs(tr.values).max()) if tr.values.size else 1.0
-        # Presenter mode zooms tables 1.2x in the same width: the sparklines give up the room the larger text needs
-        # (at 1024 px the "true?" column was hidden past the edge).
-        bars = 120 if presenter.on() else None
-        config = {
-            "i": st.column_config.NumberColumn("i", width="small"),
-            "token": st.column_config.TextColumn("xᵢ"),
-            "key k_i": st.column_config.BarChartColumn("key kᵢ", y_min=-peak_k, y_max=peak_k, width=bars),
-            "score e_ti": st.column_config.NumberColumn(f"score e{equations.sub(t)}ᵢ", format="%.4f"),
-            "weight α_ti": st.column_config.ProgressColumn(f"weight α{equations.sub(t)}ᵢ", format="%.4f",
-                                                           min_value=0.0,
-                                                           max_value=1.0),
-            "value v_i": st.column_config.BarChartColumn("value vᵢ", y_min=-peak_v, y_max=peak_v, width=bars),
-        }
-        if "true" in frame:
-            config["true"] = st.column_config.CheckboxColumn("true?", width="small")
-        st.dataframe(frame, hide_index=True, width="stretch", column_config=config, key=K + "lookup",
-                     row_height=36, height=min(36 * (len(frame) + 1) + 3, 579))
+        st.html(lookup_html(views.lookup_table(tr, step), t, peak_k, peak_v))
         st.caption("One record per input position: the query is matched against every key kᵢ, the "
                    "weights αₜᵢ pick how much of each value vᵢ goes into cₜ. Exact vectors: the K, V, Q tab.")
     cols = st.columns([2, 3], gap="large")

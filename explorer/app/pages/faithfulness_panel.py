@@ -10,8 +10,9 @@ Session-state keys start with `explore_faith`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from explorer import faithfulness as F
@@ -20,6 +21,9 @@ from explorer.app.pages import common
 from explorer.app.pages import explore_shared as shared
 from explorer.app.pages.explore_state import K
 from explorer.app.engine_link import engine_module
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 attribution = engine_module("explorer.engine.attribution")
 views = engine_module("explorer.app.views")
@@ -115,6 +119,8 @@ def agreement_frame(e: F.Explanation, step: int) -> pd.DataFrame:
                      "top-1 over the sentence": None if means["top1_agreement"] is None
                      else 100 * means["top1_agreement"],
                      "mean τ": means["kendall_tau"], "mean JSD": means["jsd"]})
+    import pandas as pd  # here: a first view draws no table (pandas: 0.3 s of a cold start)
+
     return pd.DataFrame(rows)
 
 

@@ -11,11 +11,12 @@ state s₅), `nnk=5` neighbours. Session-state keys start with `explore_nn`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import threading
 import time
 from urllib.parse import urlencode
 
-import pandas as pd
 import streamlit as st
 
 from explorer.errors import ExplorerError
@@ -23,6 +24,9 @@ from explorer.limits import url_number
 from explorer.app.pages import addresses, common
 from explorer.record import Trace
 from explorer.app.engine_link import engine_module
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 neighbours = engine_module("explorer.engine.neighbours")
 
@@ -171,6 +175,8 @@ def neighbours_frame(model: str, found: list[neighbours.Neighbour], kind: str) -
         rows.append({"rank": rank, "input": n.pair.source, "target": n.pair.target,
                      ("position i" if kind == "h" else "step t"): n.position + 1, "token": n.token,
                      "distance": n.distance, "open": "?" + urlencode(neighbours.explore_query(model, n, kind))})
+    import pandas as pd  # here: a first view draws no table (pandas: 0.3 s of a cold start)
+
     return pd.DataFrame(rows)
 
 

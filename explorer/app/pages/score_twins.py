@@ -8,7 +8,6 @@ models), curves from `common.accuracy_curve`, traces from `common.cached_trace`.
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from explorer.errors import ExplorerError
@@ -70,6 +69,8 @@ def section() -> None:
     rows = [{"model": stat.model, "score function": stat.attention, "exact match (sample)": stat.exact_match,
              "mean peak weight": stat.mean_peak, "spread of e": stat.score_spread, "spread of q·k": stat.dot_spread}
             for stat in stats]
+    import pandas as pd  # here: a first view draws no table (pandas: 0.3 s of a cold start)
+
     frame = pd.DataFrame(rows)
     st.dataframe(frame, hide_index=True, width="stretch", key=K + "table",
                  column_config={c: st.column_config.NumberColumn(format="%.3f") for c in frame.columns[2:]})

@@ -8,9 +8,10 @@ model's stored first trace), so the browser sat idle and then spent seconds more
 before any heavy import; `finish(holder)` removes them once the page has drawn.
 
 Explore's first view draws only live charts (pages/live_chart.py: plotly's cartesian bundle, 1.5 MB), none
-through st.plotly_chart, so a first run on Explore warms that component and its plotly.js instead of
-Streamlit's chart renderer (4.7 MB of JavaScript that the browser would evaluate for nothing on the
-first view; it loads when a chart of that kind is first shown).
+through st.plotly_chart, and no data grid (its lookup table is HTML), so a first run on Explore warms that
+component and its plotly.js instead of Streamlit's chart renderer (4.7 MB of JavaScript that the browser would
+evaluate for nothing on the first view) and the grid (1.4 MB, and pandas and pyarrow on the server); each loads
+when an element of its kind is first shown.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def start(live_charts: bool = False) -> DeltaGenerator:
         st.progress(0)
         if not live_charts:
             st.plotly_chart(go.Figure(), key=K + "chart")  # the largest renderer (its evaluation blocks the rest)
-        st.dataframe({"x": [0]}, key=K + "table")  # needs pandas: after the others
+            st.dataframe({"x": [0]}, key=K + "table")  # needs pandas: after the others
     return holder
 
 
