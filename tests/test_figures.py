@@ -301,7 +301,8 @@ def test_the_lookup_table_s_html_shows_the_step_s_numbers(copy_trace):
     assert [int(i) for i, _ in rows] == list(range(1, len(copy_trace.source_tokens) + 1))
     scores = [float(x) for x in re.findall(r'<td class="score">(-?[0-9.]+)</td>', page)]
     weights = [float(x) for x in re.findall(r'<td class="weight">.*?</span>([0-9.]+)</td>', page)]
-    assert np.allclose(scores, copy_trace.scores[t], atol=5e-5) and np.allclose(weights, copy_trace.weights[t], atol=5e-5)
+    assert np.allclose(scores, copy_trace.scores[t], atol=5e-5)
+    assert np.allclose(weights, copy_trace.weights[t], atol=5e-5)
     assert page.count("<tr class=largest>") == 1
     assert re.search(rf"<tr class=largest><td>{int(np.argmax(copy_trace.weights[t])) + 1}</td>", page)
     assert page.count("data:image/svg+xml,") == 2 * len(rows)

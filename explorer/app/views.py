@@ -368,7 +368,8 @@ def shown_token(tr: Trace, token: str) -> str:
 
 def lookup_table(tr: Trace, t: int) -> dict[str, Any]:
     """Step t's "database lookup", by column: one row per input position i with x_i, k_i, e_ti, α_ti, v_i (a
-    position a what-if hid from attention says "(masked)") and, where the task knows it, the true alignment.
+    position a what-if hid from attention says "(masked)" and is flagged in "masked") and, where the task knows
+    it, the true alignment.
 
     Indices are 1-based like the article's x_1..x_m; keys and values are (positions, size) arrays."""
     _check_step(tr, t)
@@ -382,6 +383,7 @@ def lookup_table(tr: Trace, t: int) -> dict[str, Any]:
         "score e_ti": tr.scores[t].astype(float),
         "weight α_ti": tr.weights[t].astype(float),
         "value v_i": tr.values.astype(float),
+        "masked": [i in masked for i in range(len(tr.source_tokens))],
     }
     if tr.alignment is not None and t < len(tr.alignment):
         table["true"] = tr.alignment[t].astype(bool)

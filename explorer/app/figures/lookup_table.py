@@ -9,8 +9,8 @@ benchmarks/RESULTS.md, "2026-12-08: the lookup table in HTML").
 from __future__ import annotations
 
 import html
-from urllib.parse import quote
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -67,8 +67,7 @@ def lookup_html(table: dict[str, Any], t: int, peak_k: float, peak_v: float) -> 
     cells = "".join(h if h.startswith("<th") else f"<th>{h}</th>" for h in head)
     rows = []
     for r, i in enumerate(table["i"]):
-        masked = table["token"][r].endswith(" (masked)")
-        score = "masked" if masked else f"{table['score e_ti'][r]:.4f}"
+        score = "masked" if table["masked"][r] else f"{table['score e_ti'][r]:.4f}"
         a = weights[r]
         row = [f"<td>{i}</td>", f'<td class="token">{_e(table["token"][r])}</td>',
                f"<td>{_spark(table['key k_i'][r], peak_k, f'k{i}')}</td>", f'<td class="score">{score}</td>',

@@ -11,10 +11,9 @@ state s₅), `nnk=5` neighbours. Session-state keys start with `explore_nn`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import threading
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 import streamlit as st
