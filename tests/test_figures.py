@@ -28,6 +28,7 @@ from explorer.app.figures.style import (FONT_SIZE, PRESENTER_MIN_SIZE, figure_ht
 from explorer.engine.projection import fit_pca, project_queries_keys
 from explorer.engine.trace import Intervention, trace
 
+from app_support import lookup_column, lookup_weights
 from explore_models import build_models
 
 
@@ -299,10 +300,9 @@ def test_the_lookup_table_s_html_shows_the_step_s_numbers(copy_trace):
     page = lookup_html(table, t + 1, float(abs(copy_trace.keys).max()), float(abs(copy_trace.values).max()))
     rows = re.findall(r"<tr(?: class=largest)?><td>(\d+)</td>(.*?)</tr>", page)
     assert [int(i) for i, _ in rows] == list(range(1, len(copy_trace.source_tokens) + 1))
-    scores = [float(x) for x in re.findall(r'<td class="score">(-?[0-9.]+)</td>', page)]
-    weights = [float(x) for x in re.findall(r'<td class="weight">.*?</span>([0-9.]+)</td>', page)]
+    scores = [float(x) for x in lookup_column(page, "score")]
     assert np.allclose(scores, copy_trace.scores[t], atol=5e-5)
-    assert np.allclose(weights, copy_trace.weights[t], atol=5e-5)
+    assert np.allclose(lookup_weights(page), copy_trace.weights[t], atol=5e-5)
     assert page.count("<tr class=largest>") == 1
     assert re.search(rf"<tr class=largest><td>{int(np.argmax(copy_trace.weights[t])) + 1}</td>", page)
     assert page.count("data:image/svg+xml,") == 2 * len(rows)
@@ -314,7 +314,7 @@ def test_the_lookup_table_s_html_says_masked_and_escapes_tokens(make_random_bund
     tr = trace(make_random_bundle(attention="dot"), "12345", Intervention(masked=(0, 3)))
     table = views.lookup_table(tr, 0)
     page = lookup_html(table, 1, 1.0, 1.0)
-    assert page.count('<td class="score">masked</td>') == 2 and page.count(" (masked)</td>") == 2
+    assert lookup_column(page, "score").count("masked") == 2 and page.count(" (masked)</td>") == 2
     table["token"][1] = "<b>x</b>"
     page = lookup_html(table, 1, 1.0, 1.0)
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x" not in page
